@@ -1,0 +1,125 @@
+"""One error tree for the whole of stdbmod.
+
+Every error stdbmod raises is a `StdbError`. Each class also subclasses the builtin it is closest
+to (as msgspec's `DecodeError` is a `ValueError`) and carries the HTTP status a front end maps it
+to, so the HTTP layer and the CLI need a single handler each.
+"""
+
+from __future__ import annotations
+
+
+class StdbError(Exception):
+    """Root of every error stdbmod raises."""
+
+    status_code: int = 500
+
+
+# --- Errors a reducer call reports to its caller -----------------------------------------------
+
+
+class SenderError(StdbError):
+    """Raised by a reducer to refuse a call: the transaction rolls back and the caller sees the
+    message (SpacetimeDB's `SenderError` / `Err(String)`)."""
+
+    status_code = 530
+
+
+class ReducerFailed(StdbError):
+    """A reducer raised something other than `SenderError`: everything rolled back, the caller sees
+    a generic message and the traceback went to the database log."""
+
+    status_code = 530
+    generic_message = "The instance encountered a fatal error."
+
+    def __init__(self, reducer: str) -> None:
+        super().__init__(self.generic_message)
+        self.reducer = reducer
+
+
+class ConstraintViolation(SenderError, ValueError):
+    """A write broke a table constraint. A `SenderError`, so the caller sees which one."""
+
+
+class UniqueConstraintViolation(ConstraintViolation):
+    def __init__(self, table: str, column: str, value: object) -> None:
+        super().__init__(f"duplicate value {value!r} for unique column {table}.{column}")
+        self.table, self.column, self.value = table, column, value
+
+
+class RowNotFound(SenderError, LookupError):
+    """`update` of a row whose primary key is not in the table."""
+
+
+class KeyTooLarge(SenderError, ValueError):
+    """An indexed value encodes to a key over LMDB's 511-byte limit."""
+
+    status_code = 400
+
+
+class AutoIncOverflow(ConstraintViolation):
+    pass
+
+
+# --- Errors in how a call was made ---------------------------------------------------------------
+
+
+class CallError(StdbError):
+    """The call itself is wrong; no reducer ran."""
+
+    status_code = 400
+
+
+class ArgumentError(CallError, ValueError):
+    """The arguments do not decode to the reducer's parameter types, or the arity is wrong."""
+
+
+class NoSuchReducer(CallError, LookupError):
+    """No client-callable reducer has this name (lifecycle and scheduled reducers count as none)."""
+
+    status_code = 404
+
+
+class NoSuchTable(CallError, LookupError):
+    status_code = 404
+
+
+class PermissionDenied(CallError, PermissionError):
+    status_code = 403
+
+
+# --- Errors of module declarations and schemas ---------------------------------------------------
+
+
+class SchemaError(StdbError, TypeError):
+    """A module declares something stdbmod cannot store (bad column type, two primary keys...)."""
+
+
+class SchemaMismatch(StdbError):
+    """The stored schema and the module's differ in a way no migration rule covers."""
+
+    status_code = 409
+
+
+# --- Storage -------------------------------------------------------------------------------------
+
+
+class StorageError(StdbError, OSError):
+    """The storage layer failed; the call that met it was not committed."""
+
+    status_code = 503
+
+
+class DatabaseAlreadyOpen(StorageError):
+    status_code = 409
+
+
+class DatabaseNotFound(StorageError, FileNotFoundError):
+    status_code = 404
+
+
+class StoragePanic(StorageError):
+    """LMDB reported MDB_PANIC: the environment is unusable and the process must restart."""
+
+
+class DatabaseClosed(StorageError):
+    pass

@@ -1,0 +1,100 @@
+"""An order-preserving encoding of column values into LMDB keys.
+
+`encode_key(v1) + encode_key(v2)` sorts byte-wise exactly as `(v1, v2)` sorts in Python, so an
+index over several columns is one LMDB database and prefix or range scans are cursor walks. Every
+value starts with a type tag and is prefix-free: integers are fixed width, strings and bytes are
+escaped and terminated. Mixed types order by tag (None first), which Python would refuse to
+compare; a column has one type, so that never matters to a query.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from typing import Any
+
+from ..errors import SchemaError
+from ..types import ConnectionId, Identity, TimeDuration, Timestamp
+
+_NONE = b"\x01"
+_FALSE = b"\x02\x00"
+_TRUE = b"\x02\x01"
+_INT = 0x03
+_FLOAT = 0x04
+_STR = 0x05
+_BYTES = 0x06
+_IDENTITY = 0x07
+_CONNECTION = 0x08
+
+_INT_OFFSET = 1 << 63
+_INT_MIN = -(1 << 63)
+_INT_MAX = (1 << 64) - 1  # u64 columns are allowed too
+_INT_WIDTH = 9
+
+MAX_KEY_SIZE = 511
+
+
+def _escape(raw: bytes) -> bytes:
+    # 0x00 inside the value becomes 0x00 0xFF so that the terminator 0x00 0x00 sorts first.
+    return raw.replace(b"\x00", b"\x00\xff") + b"\x00\x00"
+
+
+def _int(value: int) -> bytes:
+    if not _INT_MIN <= value <= _INT_MAX:
+        raise ValueError(f"integer {value} is outside the indexable range [-2**63, 2**64)")
+    return bytes((_INT,)) + (value + _INT_OFFSET).to_bytes(_INT_WIDTH, "big")
+
+
+def _float(value: float) -> bytes:
+    (bits,) = struct.unpack(">Q", struct.pack(">d", value))
+    bits = bits ^ 0xFFFFFFFFFFFFFFFF if bits & (1 << 63) else bits | (1 << 63)
+    return bytes((_FLOAT,)) + bits.to_bytes(8, "big")
+
+
+def encode_value(value: Any) -> bytes:
+    """Encode one column value."""
+    if value is None:
+        return _NONE
+    if value is True:
+        return _TRUE
+    if value is False:
+        return _FALSE
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if isinstance(value, int):
+        return _int(value)
+    if isinstance(value, str):
+        return bytes((_STR,)) + _escape(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, (Timestamp, TimeDuration)):
+        return _int(value.micros)
+    if isinstance(value, Identity):
+        return bytes((_IDENTITY,)) + value.to_bytes()
+    if isinstance(value, ConnectionId):
+        return bytes((_CONNECTION,)) + value.to_bytes()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes((_BYTES,)) + _escape(bytes(value))
+    if isinstance(value, float):
+        return _float(value)
+    raise SchemaError(f"values of type {type(value).__name__} cannot be used in a key")
+
+
+def encode_key(values: tuple[Any, ...]) -> bytes:
+    """Encode a tuple of column values (a multi-column key, or a prefix of one)."""
+    return b"".join(encode_value(v) for v in values)
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key that starts with `prefix` (None: no such key)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes((stripped[-1] + 1,))
+
+
+def encode_u64(n: int) -> bytes:
+    """Fixed-width big-endian, for log offsets and other internal counters."""
+    return n.to_bytes(8, "big")
+
+
+def decode_u64(b: bytes) -> int:
+    return int.from_bytes(b, "big")

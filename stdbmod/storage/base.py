@@ -1,0 +1,106 @@
+"""The storage interface: a transactional, ordered key/value store over bytes.
+
+Everything above this layer (rows, indexes, the commit log) is encoded to bytes before it gets
+here, so a backend is small: named spaces of sorted byte keys, read transactions that see a
+snapshot, and write transactions that can nest (a child commits into its parent or aborts
+alone). `LmdbStorage` is the production backend; `MemoryStorage` exists for tests and is held to
+the same contract (tests/storage/contract.py).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+
+
+class ReadTxn(ABC):
+    """A consistent snapshot. Close it promptly: an open snapshot pins old pages."""
+
+    @abstractmethod
+    def get(self, space: str, key: bytes) -> bytes | None:
+        """The value stored under `key`, or None."""
+
+    @abstractmethod
+    def scan(
+        self, space: str, start: bytes | None = None, stop: bytes | None = None, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) pairs with start <= key < stop, in key order (or reversed)."""
+
+    @abstractmethod
+    def count(self, space: str) -> int:
+        """How many keys the space holds."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """End the transaction (a write transaction that was not committed is aborted)."""
+
+    def __enter__(self) -> ReadTxn:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class WriteTxn(ReadTxn):
+    """A write transaction. Only one top-level write transaction exists at a time."""
+
+    @abstractmethod
+    def put(self, space: str, key: bytes, value: bytes) -> None:
+        """Store `value` under `key`, replacing any value there."""
+
+    @abstractmethod
+    def delete(self, space: str, key: bytes) -> bool:
+        """Remove `key`; whether it was there."""
+
+    @abstractmethod
+    def child(self) -> WriteTxn:
+        """A nested transaction. Until it ends, the parent must not be used."""
+
+    @abstractmethod
+    def commit(self) -> None:
+        """Make the writes durable (top level) or merge them into the parent (a child)."""
+
+    @abstractmethod
+    def abort(self) -> None:
+        """Discard the writes."""
+
+    def put_many(self, space: str, items: Iterable[tuple[bytes, bytes]]) -> None:
+        for key, value in items:
+            self.put(space, key, value)
+
+
+class Storage(ABC):
+    """A store of named spaces. Open spaces with `ensure_spaces` before using them in a write."""
+
+    @abstractmethod
+    def ensure_spaces(self, names: Iterable[str]) -> None:
+        """Create the named spaces that do not exist yet (commits on its own)."""
+
+    @abstractmethod
+    def begin_read(self) -> ReadTxn:
+        """A read-only snapshot; never waits for a writer."""
+
+    @abstractmethod
+    def begin_write(self) -> WriteTxn:
+        """The write transaction. Call from one thread only (the runtime's writer)."""
+
+    @abstractmethod
+    def grow(self) -> None:
+        """Make room after `StorageFull`; no transaction may be open."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the store; later calls fail."""
+
+    def copy_to(self, path: str, compact: bool = True) -> None:
+        """A consistent copy of the whole store at `path` (a backend may not support it)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot copy itself")
+
+    def sync(self) -> None:
+        """Flush to disk anything a non-durable mode left in memory."""
+
+
+class StorageFull(Exception):
+    """The store ran out of room; abort every open write transaction, call `grow`, try again.
+
+    Not a StdbError: it never leaves the runtime, which retries the batch after growing."""

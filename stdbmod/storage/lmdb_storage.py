@@ -1,0 +1,238 @@
+"""The LMDB backend: one named LMDB database per space, nested write transactions, a map that
+grows when full. Opened with LMDB's full durability unless `durable=False` is asked for."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import lmdb
+
+from ..errors import DatabaseAlreadyOpen, KeyTooLarge, StorageError, StoragePanic
+from .base import ReadTxn, Storage, StorageFull, WriteTxn
+
+_open_lock = threading.Lock()
+_open_envs: set[tuple[int, int]] = set()
+
+DEFAULT_MAP_SIZE = 64 << 20
+MAX_SPACES = 4096
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    """Turn py-lmdb's errors into stdbmod's tree; MapFull becomes the retryable StorageFull."""
+    try:
+        yield
+    except lmdb.MapFullError as e:
+        raise StorageFull(str(e)) from e
+    except lmdb.PanicError as e:
+        raise StoragePanic(f"LMDB panic: {e}; the database must be reopened") from e
+    except lmdb.BadValsizeError as e:
+        raise KeyTooLarge("a key is longer than LMDB's 511-byte limit") from e
+    except lmdb.Error as e:
+        raise StorageError(f"LMDB: {e}") from e
+
+
+class _LmdbRead(ReadTxn):
+    def __init__(self, storage: LmdbStorage, txn: Any) -> None:
+        self._s = storage
+        self._txn = txn
+
+    def _db(self, space: str) -> Any:
+        return self._s._dbs.get(space)
+
+    def get(self, space: str, key: bytes) -> bytes | None:
+        db = self._db(space)
+        if db is None:
+            return None
+        with _translated():
+            value: bytes | None = self._txn.get(key, db=db)
+            return value
+
+    def scan(
+        self, space: str, start: bytes | None = None, stop: bytes | None = None, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        db = self._db(space)
+        if db is None:
+            return
+        with _translated():
+            cur = self._txn.cursor(db=db)
+        try:
+            if reverse:
+                yield from self._scan_reverse(cur, start, stop)
+                return
+            positioned = cur.set_range(start) if start is not None else cur.first()
+            if not positioned:
+                return
+            for key, value in cur:
+                if stop is not None and key >= stop:
+                    return
+                yield key, value
+        finally:
+            cur.close()
+
+    @staticmethod
+    def _scan_reverse(cur: Any, start: bytes | None, stop: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        if stop is None:
+            ok = cur.last()
+        elif cur.set_range(stop):
+            ok = cur.prev()
+        else:
+            ok = cur.last()
+        while ok:
+            key = cur.key()
+            if start is not None and key < start:
+                return
+            yield key, cur.value()
+            ok = cur.prev()
+
+    def count(self, space: str) -> int:
+        db = self._db(space)
+        if db is None:
+            return 0
+        with _translated():
+            return int(self._txn.stat(db)["entries"])
+
+    def close(self) -> None:
+        if self._txn is not None:
+            self._txn.abort()
+            self._txn = None
+
+
+class _LmdbWrite(_LmdbRead, WriteTxn):
+    def __init__(self, storage: LmdbStorage, txn: Any) -> None:
+        super().__init__(storage, txn)
+
+    def _wdb(self, space: str) -> Any:
+        db = self._s._dbs.get(space)
+        if db is None:
+            raise StorageError(f"space {space!r} was never created (call ensure_spaces first)")
+        return db
+
+    def put(self, space: str, key: bytes, value: bytes) -> None:
+        db = self._wdb(space)
+        with _translated():
+            self._txn.put(key, value, db=db)
+
+    def delete(self, space: str, key: bytes) -> bool:
+        db = self._wdb(space)
+        with _translated():
+            return bool(self._txn.delete(key, db=db))
+
+    def put_many(self, space: str, items: Iterable[tuple[bytes, bytes]]) -> None:
+        db = self._wdb(space)
+        with _translated():
+            cur = self._txn.cursor(db=db)
+            try:
+                cur.putmulti(items)
+            finally:
+                cur.close()
+
+    def child(self) -> WriteTxn:
+        with _translated():
+            return _LmdbWrite(self._s, self._s._env.begin(write=True, parent=self._txn))
+
+    def commit(self) -> None:
+        txn, self._txn = self._txn, None
+        with _translated():
+            txn.commit()
+
+    def abort(self) -> None:
+        txn, self._txn = self._txn, None
+        if txn is not None:
+            txn.abort()
+
+    def close(self) -> None:
+        self.abort()
+
+
+class LmdbStorage(Storage):
+    """LMDB at `path` (a directory). `durable=False` skips fsync (benchmarks, scratch copies)."""
+
+    def __init__(self, path: str, *, map_size: int = DEFAULT_MAP_SIZE, durable: bool = True) -> None:
+        os.makedirs(path, exist_ok=True)
+        self.path = path
+        data_file = os.path.join(path, "data.mdb")
+        if not os.path.exists(data_file):
+            open(data_file, "ab").close()
+        st = os.stat(data_file)
+        self._ident = (st.st_dev, st.st_ino)
+        with _open_lock:
+            if self._ident in _open_envs:
+                raise DatabaseAlreadyOpen(f"the database at {path} is already open in this process")
+            _open_envs.add(self._ident)
+        try:
+            with _translated():
+                self._env = lmdb.open(
+                    path,
+                    map_size=max(map_size, os.path.getsize(data_file)),
+                    max_dbs=MAX_SPACES,
+                    max_readers=1024,
+                    sync=durable,
+                    metasync=durable,
+                    lib_version=0,
+                    lock=True,
+                )
+                self._env.reader_check()
+        except BaseException:
+            with _open_lock:
+                _open_envs.discard(self._ident)
+            raise
+        self._dbs: dict[str, Any] = {}
+        self._open_existing()
+
+    def _open_existing(self) -> None:
+        with _translated(), self._env.begin() as txn:
+            names = [bytes(k).decode() for k, _ in txn.cursor()]
+        if names:
+            with _translated(), self._env.begin(write=True) as txn:
+                for name in names:
+                    self._dbs[name] = self._env.open_db(name.encode(), txn=txn, create=False)
+
+    def ensure_spaces(self, names: Iterable[str]) -> None:
+        missing = [n for n in names if n not in self._dbs]
+        if not missing:
+            return
+        while True:
+            try:
+                with _translated(), self._env.begin(write=True) as txn:
+                    opened = {n: self._env.open_db(n.encode(), txn=txn, create=True) for n in missing}
+                self._dbs.update(opened)
+                return
+            except StorageFull:
+                self.grow()
+
+    def begin_read(self) -> ReadTxn:
+        with _translated():
+            return _LmdbRead(self, self._env.begin(write=False, buffers=False))
+
+    def begin_write(self) -> WriteTxn:
+        with _translated():
+            return _LmdbWrite(self, self._env.begin(write=True, buffers=False))
+
+    def grow(self) -> None:
+        with _translated():
+            self._env.set_mapsize(self._env.info()["map_size"] * 2)
+
+    @property
+    def map_size(self) -> int:
+        return int(self._env.info()["map_size"])
+
+    def copy_to(self, path: str, compact: bool = True) -> None:
+        os.makedirs(path, exist_ok=True)
+        with _translated():
+            self._env.copy(path, compact=compact)
+
+    def sync(self) -> None:
+        with _translated():
+            self._env.sync(True)
+
+    def close(self) -> None:
+        if self._env is not None:
+            self._env.close()
+            self._env = None
+            with _open_lock:
+                _open_envs.discard(self._ident)

@@ -1,0 +1,233 @@
+"""SpacetimeDB's special types: Identity, ConnectionId, Timestamp, TimeDuration, ScheduleAt.
+
+Identity, ConnectionId, Timestamp and TimeDuration are small immutable value classes; the codecs
+in `stdbmod.runtime.codec` encode them (bytes or hex for identities, integer microseconds for
+times). ScheduleAt is a tagged union of two msgspec Structs, `At` (one-shot) and `Every`
+(repeating), as `ScheduleAt::Time` / `ScheduleAt::Interval` in SpacetimeDB.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from typing import Any, Union
+
+import blake3
+import msgspec
+
+__all__ = ["Identity", "ConnectionId", "Timestamp", "TimeDuration", "At", "Every", "ScheduleAt"]
+
+
+class _Bytes:
+    """A fixed-width byte string shown as lowercase big-endian hex."""
+
+    __slots__ = ("_b",)
+    WIDTH = 0
+    _b: bytes
+
+    def __init__(self, value: bytes) -> None:
+        if not isinstance(value, (bytes, bytearray)) or len(value) != self.WIDTH:
+            raise ValueError(f"{type(self).__name__} takes exactly {self.WIDTH} bytes")
+        object.__setattr__(self, "_b", bytes(value))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    @classmethod
+    def from_hex(cls, text: str) -> Any:
+        text = text.strip()
+        if text.startswith(("0x", "0X")):
+            text = text[2:]
+        if len(text) != cls.WIDTH * 2:
+            raise ValueError(f"{cls.__name__} hex must be {cls.WIDTH * 2} characters, got {len(text)}")
+        try:
+            return cls(bytes.fromhex(text))
+        except ValueError:
+            raise ValueError(f"{cls.__name__} hex contains a non-hex character") from None
+
+    def to_bytes(self) -> bytes:
+        return self._b
+
+    def to_hex(self) -> str:
+        return self._b.hex()
+
+    def __str__(self) -> str:
+        return self._b.hex()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}.from_hex({self._b.hex()!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._b == self._b  # type: ignore[attr-defined]
+
+    def __lt__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._b < other._b  # type: ignore[attr-defined, no-any-return]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._b))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._b,))
+
+
+class Identity(_Bytes):
+    """A 32-byte identity. Derived from a token's issuer and subject as SpacetimeDB does
+    (`Identity::from_claims`), so every derived identity's hex starts with ``c200``."""
+
+    __slots__ = ()
+    WIDTH = 32
+
+    @classmethod
+    def from_claims(cls, issuer: str, subject: str) -> Identity:
+        h1 = blake3.blake3(f"{issuer}|{subject}".encode()).digest()[:26]
+        checksum = blake3.blake3(b"\xc2\x00" + h1).digest()[:4]
+        return cls(b"\xc2\x00" + checksum + h1)
+
+    @classmethod
+    def zero(cls) -> Identity:
+        return cls(bytes(32))
+
+    def abbreviated(self) -> str:
+        return self._b.hex()[:16]
+
+
+class ConnectionId(_Bytes):
+    """A 16-byte connection id, random per connection; SpacetimeDB treats all-zero as none."""
+
+    __slots__ = ()
+    WIDTH = 16
+
+    @classmethod
+    def random(cls) -> ConnectionId:
+        return cls(os.urandom(16))
+
+
+class _Micros:
+    __slots__ = ("micros",)
+    micros: int
+
+    def __init__(self, micros: int) -> None:
+        if isinstance(micros, bool) or not isinstance(micros, int):
+            raise TypeError(f"{type(self).__name__} takes integer microseconds")
+        if not -(2**63) <= micros < 2**63:
+            raise ValueError(f"{type(self).__name__} out of the i64 microsecond range")
+        object.__setattr__(self, "micros", micros)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.micros == self.micros  # type: ignore[attr-defined]
+
+    def __lt__(self, other: Any) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.micros < other.micros  # type: ignore[no-any-return]
+
+    def __le__(self, other: Any) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.micros <= other.micros  # type: ignore[no-any-return]
+
+    def __gt__(self, other: Any) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.micros > other.micros  # type: ignore[no-any-return]
+
+    def __ge__(self, other: Any) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.micros >= other.micros  # type: ignore[no-any-return]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.micros))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.micros,))
+
+
+class TimeDuration(_Micros):
+    """A signed duration in microseconds."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_seconds(cls, seconds: float) -> TimeDuration:
+        return cls(round(seconds * 1_000_000))
+
+    def seconds(self) -> float:
+        return self.micros / 1_000_000
+
+    def __add__(self, other: TimeDuration) -> TimeDuration:
+        return TimeDuration(self.micros + other.micros)
+
+    def __mul__(self, k: int) -> TimeDuration:
+        return TimeDuration(self.micros * k)
+
+    def __repr__(self) -> str:
+        return f"TimeDuration({self.micros})"
+
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+class Timestamp(_Micros):
+    """Microseconds since the Unix epoch, as SpacetimeDB's `Timestamp`."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_datetime(cls, value: _dt.datetime) -> Timestamp:
+        if value.tzinfo is None:
+            raise ValueError("a Timestamp needs a timezone-aware datetime")
+        delta = value - _EPOCH
+        return cls((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
+
+    @classmethod
+    def parse(cls, text: str) -> Timestamp:
+        """An RFC 3339 time (``2026-01-01T00:00:00Z``); a naive time is read as UTC."""
+        try:
+            value = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"not an RFC 3339 timestamp: {text!r}") from None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=_dt.timezone.utc)
+        return cls.from_datetime(value)
+
+    def to_datetime(self) -> _dt.datetime:
+        return _EPOCH + _dt.timedelta(microseconds=self.micros)
+
+    def isoformat(self) -> str:
+        return self.to_datetime().isoformat().replace("+00:00", "Z")
+
+    def __add__(self, other: TimeDuration) -> Timestamp:
+        if not isinstance(other, TimeDuration):
+            return NotImplemented
+        return Timestamp(self.micros + other.micros)
+
+    def __sub__(self, other: Any) -> Any:
+        if isinstance(other, Timestamp):
+            return TimeDuration(self.micros - other.micros)
+        if isinstance(other, TimeDuration):
+            return Timestamp(self.micros - other.micros)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"Timestamp({self.micros})"
+
+
+class At(msgspec.Struct, frozen=True, tag="time"):
+    """A one-shot schedule: fire once at `time` (a past time fires at once)."""
+
+    time: Timestamp
+
+
+class Every(msgspec.Struct, frozen=True, tag="interval"):
+    """A repeating schedule: fire every `interval`, first at insert time + interval."""
+
+    interval: TimeDuration
+
+
+ScheduleAt = Union[At, Every]
