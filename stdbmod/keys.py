@@ -13,8 +13,8 @@ import enum
 import struct
 from typing import Any
 
-from ..errors import SchemaError
-from ..types import ConnectionId, Identity, TimeDuration, Timestamp
+from .errors import SchemaError
+from .types import ConnectionId, Identity, TimeDuration, Timestamp
 
 _NONE = b"\x01"
 _FALSE = b"\x02\x00"

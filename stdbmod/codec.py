@@ -1,0 +1,87 @@
+"""msgspec hooks for the special types, and the shared encoders.
+
+In MessagePack (rows, arguments, the commit log) identities are raw bytes and times are integer
+microseconds. In JSON (HTTP, CLI, scenarios) identities are hex strings and times integer
+microseconds; on the way in JSON also takes SpacetimeDB's wrapped forms
+(``{"__identity__": "0x..."}``, ``{"__timestamp_micros_since_unix_epoch__": n}``) and RFC 3339
+strings for timestamps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from .types import ConnectionId, Identity, TimeDuration, Timestamp
+
+_WRAPPED = {
+    Identity: "__identity__",
+    ConnectionId: "__connection_id__",
+    Timestamp: "__timestamp_micros_since_unix_epoch__",
+    TimeDuration: "__time_duration_micros__",
+}
+
+
+def _enc_msgpack(obj: Any) -> Any:
+    if isinstance(obj, (Identity, ConnectionId)):
+        return obj.to_bytes()
+    if isinstance(obj, (Timestamp, TimeDuration)):
+        return obj.micros
+    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+
+
+def _enc_json(obj: Any) -> Any:
+    if isinstance(obj, (Identity, ConnectionId)):
+        return obj.to_hex()
+    if isinstance(obj, (Timestamp, TimeDuration)):
+        return obj.micros
+    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+
+
+def dec_hook(typ: type, obj: Any) -> Any:
+    """Build a special type from its encoded form; raise ValueError/TypeError on a bad one (msgspec
+    turns those into a ValidationError naming the path)."""
+    if typ not in _WRAPPED:
+        raise NotImplementedError(f"cannot decode {typ.__name__}")
+    if isinstance(obj, typ):
+        return obj
+    if isinstance(obj, dict):
+        if set(obj) != {_WRAPPED[typ]}:
+            raise ValueError(f"expected {{{_WRAPPED[typ]!r}: ...}} for {typ.__name__}")
+        obj = obj[_WRAPPED[typ]]
+    if typ in (Identity, ConnectionId):
+        if isinstance(obj, (bytes, bytearray)):
+            return typ(bytes(obj))
+        if isinstance(obj, str):
+            return typ.from_hex(obj)  # type: ignore[attr-defined]
+        raise TypeError(f"expected a hex string for {typ.__name__}, got {type(obj).__name__}")
+    if isinstance(obj, bool) or not isinstance(obj, (int, str)):
+        raise TypeError(f"expected integer microseconds for {typ.__name__}, got {type(obj).__name__}")
+    if isinstance(obj, str):
+        if typ is Timestamp:
+            return Timestamp.parse(obj)
+        raise TypeError("expected integer microseconds for TimeDuration")
+    return typ(obj)
+
+
+msgpack_encoder = msgspec.msgpack.Encoder(enc_hook=_enc_msgpack)
+json_encoder = msgspec.json.Encoder(enc_hook=_enc_json)
+
+
+def to_builtins(obj: Any) -> Any:
+    """Plain JSON-ready data (dicts, lists, strings, numbers) for any row or value."""
+    return msgspec.to_builtins(obj, enc_hook=_enc_json)
+
+
+def convert(obj: Any, typ: Any) -> Any:
+    """Validate and convert plain data (or already-typed values) to `typ`."""
+    return msgspec.convert(obj, typ, dec_hook=dec_hook)
+
+
+def msgpack_decoder(typ: Any) -> msgspec.msgpack.Decoder[Any]:
+    return msgspec.msgpack.Decoder(typ, dec_hook=dec_hook)
+
+
+def json_decoder(typ: Any) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(typ, dec_hook=dec_hook)

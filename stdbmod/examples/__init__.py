@@ -1,0 +1,1 @@
+"""Small example modules used by the docs and the tests."""

@@ -1,0 +1,135 @@
+"""`Module`: the registry a module author fills with decorators.
+
+    mod = Module("chat")
+
+    @mod.table(public=True)
+    class Message(msgspec.Struct): ...
+
+    @mod.reducer
+    def send(ctx: ReducerContext, text: str) -> None: ...
+
+A module can `include` another (the task-retry module, say) so that both share one database and
+one transaction per call; their `init` hooks all run, in inclusion order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from .errors import SchemaError
+from .schema import ReducerDef, ReducerKind, TableDef, build_reducer, build_table
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T", bound=type)
+
+
+class Module:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.tables: dict[str, TableDef] = {}
+        self.reducers: dict[str, ReducerDef] = {}
+        self.lifecycle: dict[str, list[ReducerDef]] = {"init": [], "client_connected": [], "client_disconnected": []}
+        self.included: list[Module] = []
+        self._by_type: dict[type, TableDef] = {}
+
+    # --- tables --------------------------------------------------------------------------------
+
+    def table(
+        self,
+        row_type: T | None = None,
+        *,
+        name: str | None = None,
+        public: bool = False,
+        indexes: dict[str, tuple[str, ...]] | None = None,
+        scheduled: str | Callable[..., Any] | None = None,
+    ) -> Any:
+        """Declare a table (`@mod.table` or `@mod.table(public=True, ...)`).
+
+        `scheduled` names the reducer (or is the function) its rows fire."""
+
+        def register(cls: T) -> T:
+            target = scheduled if scheduled is None or isinstance(scheduled, str) else scheduled.__name__
+            self._add_table(build_table(cls, name=name, public=public, indexes=indexes, scheduled=target))
+            return cls
+
+        return register(row_type) if row_type is not None else register
+
+    def _add_table(self, table: TableDef) -> None:
+        if table.name in self.tables:
+            raise SchemaError(f"module {self.name} declares table {table.name} twice")
+        self.tables[table.name] = table
+        self._by_type.setdefault(table.row_type, table)
+
+    # --- reducers ------------------------------------------------------------------------------
+
+    @overload
+    def reducer(self, func: F) -> F: ...
+    @overload
+    def reducer(self, *, name: str | None = None) -> Callable[[F], F]: ...
+
+    def reducer(self, func: F | None = None, *, name: str | None = None) -> Any:
+        """Declare a client-callable reducer (or the target of a schedule table)."""
+
+        def register(f: F) -> F:
+            self._add_reducer(build_reducer(f, "reducer", name))
+            return f
+
+        return register(func) if func is not None else register
+
+    def _add_reducer(self, r: ReducerDef) -> None:
+        if r.name in self.reducers:
+            raise SchemaError(f"module {self.name} declares reducer {r.name} twice")
+        self.reducers[r.name] = r
+
+    def _lifecycle(self, kind: ReducerKind, func: F) -> F:
+        self.lifecycle[kind].append(build_reducer(func, kind))
+        return func
+
+    def init(self, func: F) -> F:
+        """Runs once, when the database is created, with `ctx.sender` = the publisher."""
+        return self._lifecycle("init", func)
+
+    def client_connected(self, func: F) -> F:
+        return self._lifecycle("client_connected", func)
+
+    def client_disconnected(self, func: F) -> F:
+        return self._lifecycle("client_disconnected", func)
+
+    # --- composition ---------------------------------------------------------------------------
+
+    def include(self, other: Module) -> None:
+        """Add another module's tables, reducers and lifecycle hooks to this one."""
+        for t in other.tables.values():
+            self._add_table(t)
+        for r in other.reducers.values():
+            self._add_reducer(r)
+        for kind, hooks in other.lifecycle.items():
+            self.lifecycle[kind].extend(hooks)
+        self.included.append(other)
+
+    def table_for(self, row_type: type) -> TableDef:
+        try:
+            return self._by_type[row_type]
+        except KeyError:
+            raise SchemaError(f"{row_type.__name__} is not a table of module {self.name}") from None
+
+    def finalize(self) -> None:
+        """Check cross-references (schedule tables name existing reducers); mark scheduled ones."""
+        for t in self.tables.values():
+            if t.scheduled is None:
+                continue
+            r = self.reducers.get(t.scheduled)
+            if r is None:
+                raise SchemaError(f"schedule table {t.name} names unknown reducer {t.scheduled}")
+            if len(r.params) != 1:
+                raise SchemaError(f"scheduled reducer {r.name} must take exactly one row of {t.name}")
+            r.kind = "scheduled"
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "module": self.name,
+            "tables": [t.describe() for t in self.tables.values()],
+            "reducers": [r.describe() for r in self.reducers.values()]
+            + [r.describe() for hooks in self.lifecycle.values() for r in hooks],
+        }

@@ -1,0 +1,26 @@
+"""The runtime: databases, transactions, table handles, contexts, the scheduler, the logs."""
+
+from .clock import Clock, ManualClock, SystemClock
+from .commitlog import CommitRecord, TableChange
+from .context import ReducerContext
+from .database import Database, ReadView
+from .dblog import LogLine
+from .replay import apply_changes, reexecute
+from .scheduler import Scheduler
+from .tables import Range
+
+__all__ = [
+    "Clock",
+    "ManualClock",
+    "SystemClock",
+    "CommitRecord",
+    "TableChange",
+    "ReducerContext",
+    "Database",
+    "ReadView",
+    "LogLine",
+    "apply_changes",
+    "reexecute",
+    "Scheduler",
+    "Range",
+]

@@ -1,0 +1,63 @@
+"""The commit log: one versioned record per committed transaction, appended atomically with it.
+
+Records are tagged msgspec Structs, so a new version is a new tag and old logs stay readable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Literal
+
+import msgspec
+
+from ..keys import decode_u64, encode_u64
+from ..storage import ReadTxn, WriteTxn
+from . import spaces
+
+RecordKind = Literal["init", "call", "connect", "disconnect", "scheduled", "schedule_cleanup"]
+
+
+class TableChange(msgspec.Struct, array_like=True, frozen=True):
+    """The net effect of a transaction on one table: rows (msgpack) deleted, then inserted."""
+
+    table: str
+    deletes: list[bytes]
+    inserts: list[bytes]
+
+
+class CommitRecord(msgspec.Struct, tag="commit.v1", frozen=True):
+    offset: int
+    timestamp: int
+    kind: RecordKind
+    reducer: str
+    sender: bytes
+    connection_id: bytes | None
+    args: bytes
+    changes: list[TableChange]
+    sequences: dict[str, int] = {}
+    schedule_row: bytes | None = None  # scheduled kinds: table + 0x00 + pk key of the row that fired
+
+
+LogRecord = CommitRecord
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(LogRecord)
+
+
+def next_offset(txn: ReadTxn) -> int:
+    for key, _ in txn.scan(spaces.COMMIT_LOG, reverse=True):
+        return decode_u64(key) + 1
+    return 0
+
+
+def append(txn: WriteTxn, record: CommitRecord) -> None:
+    txn.put(spaces.COMMIT_LOG, encode_u64(record.offset), _encoder.encode(record))
+
+
+def read(txn: ReadTxn, start: int = 0, limit: int | None = None) -> Iterator[CommitRecord]:
+    n = 0
+    for _, raw in txn.scan(spaces.COMMIT_LOG, encode_u64(max(start, 0))):
+        if limit is not None and n >= limit:
+            return
+        yield _decoder.decode(raw)
+        n += 1

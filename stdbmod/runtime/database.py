@@ -1,0 +1,369 @@
+"""`Database`: a module published into storage, and the ways to call it.
+
+    db = Database.create("./data", module, owner=alice)    # runs init once, as alice
+    db.call("send", "hello", sender=alice)                  # one ACID transaction
+    with db.read() as view:
+        rows = list(view.db.message.iter())
+    db.close()
+    db = Database.open("./data", module)                    # init does not run again
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import uuid
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import blake3
+import msgspec
+
+from .. import codec
+from ..errors import (
+    ArgumentError,
+    CallError,
+    DatabaseNotFound,
+    NoSuchReducer,
+    SchemaMismatch,
+    StdbError,
+)
+from ..keys import encode_u64
+from ..module import Module
+from ..schema import ReducerDef
+from ..storage import LmdbStorage, Storage
+from ..types import ConnectionId, Identity, Timestamp
+from . import commitlog, spaces
+from .clock import Clock, SystemClock
+from .commitlog import CommitRecord
+from .core import Core
+from .dblog import DbLog, LogLine
+from .jobs import CallJob, Job, LifecycleJob, ScheduledJob
+from .schema_check import check_compatible
+from .tables import DbView
+from .transaction import TxView
+from .writer import Writer
+
+FORMAT_VERSION = 1
+NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+class Meta(msgspec.Struct, frozen=True):
+    name: str
+    owner: Identity
+    identity: Identity
+    created: Timestamp
+    format: int
+    schema: dict[str, Any]
+
+
+_meta_decoder = codec.msgpack_decoder(Meta)
+
+
+class ReadView:
+    """A consistent snapshot of every table (`view.db.<table>`), outside any reducer."""
+
+    def __init__(self, core: Core) -> None:
+        self._txn = core.storage.begin_read()
+        self.view = TxView(self._txn, core.clock.now())
+        self.db: DbView = core.dbview(self.view)
+
+    def close(self) -> None:
+        self._txn.close()
+
+    def __enter__(self) -> ReadView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _storage(where: str | os.PathLike[str] | Storage, **options: Any) -> Storage:
+    return where if isinstance(where, Storage) else LmdbStorage(os.fspath(where), **options)
+
+
+class Database:
+    """A database with one module. Thread-safe: calls from any thread go through one writer."""
+
+    def __init__(self, storage: Storage, module: Module, meta: Meta, clock: Clock) -> None:
+        self.module = module
+        self.meta = meta
+        self._core = Core(storage, module, clock, meta.identity)
+        self._writer = Writer(self._core.run_batch, meta.name)
+        self._core.set_writer_thread(self._writer.thread)
+        self._closed = False
+
+    # --- creating and opening ------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        where: str | os.PathLike[str] | Storage,
+        module: Module,
+        *,
+        owner: Identity,
+        name: str | None = None,
+        clock: Clock | None = None,
+        identity: Identity | None = None,
+        run_init: bool = True,
+        **storage_options: Any,
+    ) -> Database:
+        """Publish `module` into empty storage: record the owner and the database's own identity,
+        create the tables and run `init` as the owner, all in one transaction."""
+        module.finalize()
+        name = name or module.name.lower().replace("_", "-")
+        if not NAME_RE.match(name):
+            raise CallError(f"database name {name!r} must match {NAME_RE.pattern}")
+        storage = _storage(where, **storage_options)
+        try:
+            storage.ensure_spaces([*spaces.SYSTEM, *(s for t in module.tables.values() for s in spaces.of_table(t))])
+            with storage.begin_read() as r:
+                if r.get(spaces.META, b"meta") is not None:
+                    raise CallError("a database already exists there; open it instead")
+            clock = clock or SystemClock()
+            meta = Meta(
+                name=name,
+                owner=owner,
+                identity=identity or Identity.from_claims("stdbmod", str(uuid.uuid4())),
+                created=clock.now(),
+                format=FORMAT_VERSION,
+                schema=module.describe(),
+            )
+            db = cls(storage, module, meta, clock)
+        except BaseException:
+            storage.close()
+            raise
+
+        def write_meta(tx: Any) -> None:
+            tx.wtxn.put(spaces.META, b"meta", codec.msgpack_encoder.encode(meta))
+
+        job = LifecycleJob(
+            kind="init", reducer="init", sender=owner, hooks=module.lifecycle["init"] if run_init else [], before=write_meta
+        )
+        try:
+            db._wait(db._writer.submit(job))
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    @classmethod
+    def open(
+        cls, where: str | os.PathLike[str] | Storage, module: Module, *, clock: Clock | None = None, **storage_options: Any
+    ) -> Database:
+        """Open an existing database. Its stored schema must be compatible with `module`'s."""
+        module.finalize()
+        if not isinstance(where, Storage) and not os.path.exists(os.path.join(os.fspath(where), "data.mdb")):
+            raise DatabaseNotFound(f"no database at {os.fspath(where)}")
+        storage = _storage(where, **storage_options)
+        try:
+            with storage.begin_read() as r:
+                raw = r.get(spaces.META, b"meta")
+            if raw is None:
+                raise DatabaseNotFound("no database there (publish one first)")
+            meta = _meta_decoder.decode(raw)
+            new_schema = module.describe()
+            check_compatible(meta.schema, new_schema)
+            storage.ensure_spaces([*spaces.SYSTEM, *(s for t in module.tables.values() for s in spaces.of_table(t))])
+            if new_schema != meta.schema:
+                meta = msgspec.structs.replace(meta, schema=new_schema)
+                w = storage.begin_write()
+                w.put(spaces.META, b"meta", codec.msgpack_encoder.encode(meta))
+                w.commit()
+            return cls(storage, module, meta, clock or SystemClock())
+        except BaseException:
+            storage.close()
+            raise
+
+    # --- identity ------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def owner(self) -> Identity:
+        return self.meta.owner
+
+    @property
+    def identity(self) -> Identity:
+        return self.meta.identity
+
+    @property
+    def clock(self) -> Clock:
+        return self._core.clock
+
+    @property
+    def storage(self) -> Storage:
+        return self._core.storage
+
+    # --- calls ---------------------------------------------------------------------------------
+
+    def reducer(self, name: str) -> ReducerDef:
+        """The client-callable reducer `name` (lifecycle and scheduled ones are not)."""
+        r = self.module.reducers.get(name)
+        if r is None or not r.client_callable:
+            raise NoSuchReducer(f"no such reducer: {name}")
+        return r
+
+    def _job(self, name: str, args: tuple[Any, ...], sender: Identity, connection_id: ConnectionId | None, decoded: Any = None) -> CallJob:
+        r = self.reducer(name)
+        if decoded is None:
+            try:
+                decoded = codec.convert(list(args), r.args_type)
+            except msgspec.ValidationError as e:
+                raise ArgumentError(f"{name}: {e}") from None
+        if not isinstance(sender, Identity):
+            raise ArgumentError("sender must be an Identity")
+        return CallJob(
+            kind="call",
+            reducer=name,
+            sender=sender,
+            connection_id=connection_id,
+            args_bytes=codec.msgpack_encoder.encode(decoded),
+            reducer_def=r,
+            args=msgspec.structs.astuple(decoded),
+        )
+
+    def submit(self, reducer: str, *args: Any, sender: Identity, connection_id: ConnectionId | None = None) -> Future[Any]:
+        """Queue a call; the future resolves after its commit is on disk (or with its error)."""
+        return self._submit(self._job(reducer, args, sender, connection_id))
+
+    def call(self, reducer: str, *args: Any, sender: Identity, connection_id: ConnectionId | None = None) -> Any:
+        """Call a reducer as `sender` and wait for its durable commit. Returns what it returned.
+
+        Raises SenderError (its message), ReducerFailed (generic), ArgumentError, NoSuchReducer."""
+        return self._wait(self.submit(reducer, *args, sender=sender, connection_id=connection_id))
+
+    def call_json(self, reducer: str, body: bytes, *, sender: Identity, connection_id: ConnectionId | None = None) -> Any:
+        """Call with the arguments as a JSON array (the HTTP and CLI form)."""
+        return self._wait(self.submit_json(reducer, body, sender=sender, connection_id=connection_id))
+
+    def submit_json(self, reducer: str, body: bytes, *, sender: Identity, connection_id: ConnectionId | None = None) -> Future[Any]:
+        r = self.reducer(reducer)
+        try:
+            decoded = r.json_decoder.decode(body)
+        except msgspec.DecodeError as e:
+            raise ArgumentError(f"{reducer}: {e}") from None
+        return self._submit(self._job(reducer, (), sender, connection_id, decoded))
+
+    async def call_async(self, reducer: str, *args: Any, sender: Identity, connection_id: ConnectionId | None = None) -> Any:
+        return await asyncio.wrap_future(self.submit(reducer, *args, sender=sender, connection_id=connection_id))
+
+    def call_many(self, calls: Sequence[tuple[str, tuple[Any, ...], Identity]]) -> list[Any]:
+        """Submit several calls at once (they share commits); each result or exception, in order."""
+        futures = [self.submit(name, *args, sender=sender) for name, args, sender in calls]
+        out: list[Any] = []
+        for f in futures:
+            try:
+                out.append(f.result())
+            except StdbError as e:
+                out.append(e)
+        return out
+
+    def connect(self, sender: Identity) -> ConnectionId:
+        """Open a connection: runs `client_connected`; its failure rejects the connection."""
+        conn = ConnectionId.random()
+        job = LifecycleJob(kind="connect", reducer="client_connected", sender=sender, connection_id=conn, hooks=self.module.lifecycle["client_connected"])
+        self._wait(self._submit(job))
+        return conn
+
+    def disconnect(self, sender: Identity, connection_id: ConnectionId) -> None:
+        """Close a connection: runs `client_disconnected`; a failure there is only logged."""
+        job = LifecycleJob(kind="disconnect", reducer="client_disconnected", sender=sender, connection_id=connection_id, hooks=self.module.lifecycle["client_disconnected"])
+        try:
+            self._wait(self._submit(job))
+        except StdbError:
+            pass
+
+    def _submit(self, job: Job) -> Future[Any]:
+        if self._core.on_writer_thread():
+            raise CallError("a reducer cannot call db.call(); call the other reducer function directly")
+        return self._writer.submit(job)
+
+    @staticmethod
+    def _wait(fut: Future[Any]) -> Any:
+        return fut.result()
+
+    # --- schedules -----------------------------------------------------------------------------
+
+    def next_due(self) -> Timestamp | None:
+        """When the earliest schedule row is due, or None."""
+        with self._core.storage.begin_read() as r:
+            for key, _ in r.scan(spaces.SCHEDULE_QUEUE):
+                return Timestamp(int.from_bytes(key[:8], "big"))
+        return None
+
+    def run_due(self, now: Timestamp | None = None, limit: int = 100_000) -> int:
+        """Fire every schedule row due at `now` (default: the clock), including rows the fired
+        reducers schedule for now; how many fired. Tests call this under a manual clock."""
+        fired = 0
+        while fired < limit:
+            at = now or self.clock.now()
+            stop = encode_u64(at.micros + 1)
+            with self._core.storage.begin_read() as r:
+                due = [k for k, _ in zip((k for k, _ in r.scan(spaces.SCHEDULE_QUEUE, None, stop)), range(min(1000, limit - fired)))]
+            if not due:
+                break
+            futures = [self._submit(ScheduledJob(kind="scheduled", reducer="", sender=self.identity, queue_key=k)) for k in due]
+            for f in futures:
+                try:
+                    f.result()
+                except StdbError:
+                    pass  # the failure is in the database log; the row was cleaned up
+            fired += len(due)
+        return fired
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def read(self) -> ReadView:
+        """A read-only snapshot of the tables; never waits for the writer."""
+        return ReadView(self._core)
+
+    def commit_log(self, start: int = 0, limit: int | None = None) -> list[CommitRecord]:
+        with self._core.storage.begin_read() as r:
+            return list(commitlog.read(r, start, limit))
+
+    def iter_commit_log(self, start: int = 0, chunk: int = 1000) -> Iterator[CommitRecord]:
+        """The whole log in short read transactions (a long one would pin old pages)."""
+        while True:
+            records = self.commit_log(start, chunk)
+            yield from records
+            if len(records) < chunk:
+                return
+            start = records[-1].offset + 1
+
+    def logs(self, last: int | None = None, start: int = 0) -> list[LogLine]:
+        with self._core.storage.begin_read() as r:
+            return list(DbLog.read(r, last, start))
+
+    def state_hash(self) -> str:
+        """A hash of every row of every table; equal states give equal hashes."""
+        h = blake3.blake3()
+        with self._core.storage.begin_read() as r:
+            for name in sorted(self.module.tables):
+                h.update(name.encode() + b"\x00")
+                for key, value in r.scan(spaces.rows(name)):
+                    h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
+        return h.hexdigest()
+
+    def describe(self) -> dict[str, Any]:
+        return self.module.describe()
+
+    # --- closing -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Finish queued calls, then release the storage."""
+        if self._closed:
+            return
+        self._closed = True
+        self._writer.close()
+        self._core.storage.close()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,110 @@
+"""The two replays of the commit log.
+
+`apply_changes` writes each record's net row changes into an empty database (recovery checks,
+copies, audit): no reducer runs. `reexecute` calls each record's reducer again with the same
+sender, connection, timestamp and arguments (scenarios, determinism checks). Both copy the source
+record into the target's own log, so the target's log equals the source's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StdbError
+from ..keys import encode_u64
+from ..types import ConnectionId, Identity, Timestamp
+from . import spaces
+from .commitlog import CommitRecord
+from .jobs import CallJob, Job, LifecycleJob, ScheduledJob
+from .transaction import Transaction
+
+if TYPE_CHECKING:
+    from .core import Core
+    from .database import Database
+
+
+class _ApplyJob(Job):
+    def __init__(self, record: CommitRecord) -> None:
+        super().__init__(kind=record.kind, reducer=record.reducer, sender=Identity(record.sender), timestamp=Timestamp(record.timestamp))
+        self.record = record
+        self.skip_record = True
+
+    def run(self, core: Core, tx: Transaction) -> Any:
+        db = core.dbview(tx)
+        for change in self.record.changes:
+            handle = db.table(change.table)
+            for raw in change.deletes:
+                handle.delete(handle._decode(raw))
+            for raw in change.inserts:
+                handle.insert(handle._decode(raw))
+        for table, value in self.record.sequences.items():
+            tx.wtxn.put(spaces.SEQUENCES, table.encode(), encode_u64(value))
+        _copy_record(tx, self.record)
+        return None
+
+
+def _copy_record(tx: Transaction, record: CommitRecord) -> None:
+    from .commitlog import append
+
+    append(tx.wtxn, record)
+
+
+def apply_changes(target: Database, records: Iterable[CommitRecord], batch: int = 256) -> int:
+    """Apply the row changes of `records` to `target` (created with run_init=False)."""
+    return _run(target, (_ApplyJob(r) for r in records), batch)
+
+
+def _reexec_job(db: Database, r: CommitRecord) -> Job:
+    sender = Identity(r.sender)
+    conn = ConnectionId(r.connection_id) if r.connection_id else None
+    ts = Timestamp(r.timestamp)
+    if r.kind == "call":
+        rdef = db.module.reducers[r.reducer]
+        args = rdef.msgpack_decoder.decode(r.args)
+        import msgspec
+
+        return CallJob(kind="call", reducer=r.reducer, sender=sender, connection_id=conn, timestamp=ts, args_bytes=r.args, reducer_def=rdef, args=msgspec.structs.astuple(args))
+    if r.kind in ("init", "connect", "disconnect"):
+        hook_kind = {"init": "init", "connect": "client_connected", "disconnect": "client_disconnected"}[r.kind]
+        before = None
+        if r.kind == "init":
+            meta_raw = _meta_of(db)
+
+            def before(tx: Transaction, raw: bytes = meta_raw) -> None:
+                tx.wtxn.put(spaces.META, b"meta", raw)
+
+        return LifecycleJob(kind=r.kind, reducer=r.reducer, sender=sender, connection_id=conn, timestamp=ts, hooks=db.module.lifecycle[hook_kind], before=before)
+    return ScheduledJob(kind=r.kind, reducer=r.reducer, sender=sender, timestamp=ts, schedule_row=r.schedule_row, cleanup=r.kind == "schedule_cleanup")
+
+
+def _meta_of(db: Database) -> bytes:
+    with db.storage.begin_read() as txn:
+        return txn.get(spaces.META, b"meta") or b""
+
+
+def reexecute(target: Database, records: Iterable[CommitRecord], batch: int = 256) -> int:
+    """Call every recorded reducer again on `target` (created with run_init=False)."""
+    return _run(target, (_reexec_job(target, r) for r in records), batch)
+
+
+def _run(target: Database, jobs: Iterable[Job], batch: int) -> int:
+    n = 0
+    pending = []
+    for job in jobs:
+        pending.append(target._submit(job))
+        if len(pending) >= batch:
+            n += _drain(pending)
+    return n + _drain(pending)
+
+
+def _drain(pending: list[Any]) -> int:
+    n = 0
+    for f in pending:
+        try:
+            f.result()
+        except StdbError:
+            pass  # a call that failed originally fails again; it wrote nothing either time
+        n += 1
+    pending.clear()
+    return n

@@ -1,0 +1,51 @@
+"""The production scheduler loop: sleep until the next due row, wake early when a commit
+changes the schedule, fire what is due. Tests do not start it; they call `db.run_due()`."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from ..errors import StdbError
+from .database import Database
+
+log = logging.getLogger("stdbmod.scheduler")
+
+MAX_SLEEP = 60.0
+
+
+class Scheduler:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"stdbmod-scheduler-{db.name}", daemon=True)
+        db._core.on_schedule_change = self._wake.set
+
+    def start(self) -> Scheduler:
+        self._thread.start()
+        return self
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            try:
+                due = self._db.next_due()
+                now = self._db.clock.now()
+                if due is not None and due <= now:
+                    self._db.run_due(now)
+                    continue
+                timeout = MAX_SLEEP if due is None else min(MAX_SLEEP, (due.micros - now.micros) / 1e6)
+            except StdbError as e:
+                log.error("scheduler: %s", e)
+                timeout = 1.0
+            self._wake.wait(timeout)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join()

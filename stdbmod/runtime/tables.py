@@ -1,0 +1,257 @@
+"""Table handles in SpacetimeDB's vocabulary.
+
+    ctx.db.task.insert(row)                     -> the row, auto_inc filled
+    ctx.db.task.id.find(7) / .update(row) / .delete(7)
+    ctx.db.task.status.filter("queued")         -> rows, in index order
+    ctx.db.task.by_status_run_after.filter(("queued", Range(hi=now, hi_inclusive=True)))
+    ctx.db.task.iter(), .count(), .delete(row), .clear()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from ..codec import msgpack_encoder
+from ..errors import KeyTooLarge, NoSuchTable, RowNotFound, UniqueConstraintViolation
+from ..keys import MAX_KEY_SIZE, encode_key, encode_value, prefix_end
+from ..schema import IndexDef, TableDef
+from . import spaces
+from .transaction import TxView
+
+_astuple = msgspec.structs.astuple
+
+
+@dataclass(frozen=True)
+class Range:
+    """A range of one column's values for `filter`. A bound left as `...` is open, so `None` can
+    still be a bound of an optional column."""
+
+    lo: Any = ...
+    hi: Any = ...
+    lo_inclusive: bool = True
+    hi_inclusive: bool = False
+
+
+def key_bounds(spec: Any, columns: int) -> tuple[bytes, bytes | None]:
+    """[start, stop) of the index keys matching `spec`: a value, a Range, or a tuple prefix whose
+    last element may be a Range."""
+    parts = spec if isinstance(spec, tuple) else (spec,)
+    if len(parts) > columns:
+        raise ValueError(f"the index has {columns} columns, the filter gives {len(parts)}")
+    rng = parts[-1] if parts and isinstance(parts[-1], Range) else None
+    prefix = encode_key(parts[:-1] if rng is not None else parts)
+    if rng is None:
+        return prefix, prefix_end(prefix) if prefix else None
+    if rng.lo is not ...:
+        lo_key = prefix + encode_value(rng.lo)
+        start = lo_key if rng.lo_inclusive else (prefix_end(lo_key) or lo_key)
+    else:
+        start = prefix
+    if rng.hi is not ...:
+        hi_key = prefix + encode_value(rng.hi)
+        stop = prefix_end(hi_key) if rng.hi_inclusive else hi_key
+    else:
+        stop = prefix_end(prefix) if prefix else None
+    return start, stop
+
+
+class TableHandle:
+    """One table, seen through the current transaction."""
+
+    def __init__(self, view: TxView, table: TableDef) -> None:
+        self._view = view
+        self._t = table
+        self._space = spaces.rows(table.name)
+
+    @property
+    def name(self) -> str:
+        return self._t.name
+
+    def _decode(self, raw: bytes) -> Any:
+        return self._t.decoder.decode(raw)
+
+    def _row_at(self, pk_key: bytes) -> Any:
+        raw = self._view.get_row(self._t, pk_key)
+        return None if raw is None else self._decode(raw)
+
+    def _check_type(self, row: Any) -> None:
+        if type(row) is not self._t.row_type:
+            raise TypeError(f"table {self._t.name} holds {self._t.row_type.__name__} rows, not {type(row).__name__}")
+
+    def insert(self, row: Any) -> Any:
+        """Insert `row`; returns it with an auto_inc primary key filled in. A duplicate unique
+        value raises UniqueConstraintViolation; an identical row already present is a no-op."""
+        t = self._t
+        self._check_type(row)
+        vals = _astuple(row)
+        pk = vals[t.pk_position]
+        if t.auto_inc:
+            if pk == 0:
+                pk = self._view.next_sequence(t)
+                row = msgspec.structs.replace(row, **{t.primary_key: pk})  # type: ignore[arg-type]
+                vals = _astuple(row)
+            elif self._view.writable:
+                self._view.bump_sequence(t, pk)  # type: ignore[attr-defined]
+        pk_key = encode_key((pk,))
+        if len(pk_key) > MAX_KEY_SIZE:
+            raise KeyTooLarge(f"{t.name}.{t.primary_key}: the key is too long")
+        new = msgpack_encoder.encode(row)
+        old = self._view.get_row(t, pk_key)
+        if old is not None:
+            if old == new:
+                return row
+            raise UniqueConstraintViolation(t.name, t.primary_key or "", pk)
+        self._check_unique(vals, None)
+        self._view.write_row(t, pk_key, None, new, None, vals)
+        return row
+
+    def _check_unique(self, vals: tuple[Any, ...], old_vals: tuple[Any, ...] | None) -> None:
+        for ix in self._t.indexes.values():
+            if not ix.unique:
+                continue
+            key = encode_key(tuple(vals[p] for p in ix.positions))
+            if old_vals is not None and key == encode_key(tuple(old_vals[p] for p in ix.positions)):
+                continue
+            if self._view.txn.get(spaces.index(self._t.name, ix.name), key) is not None:
+                raise UniqueConstraintViolation(self._t.name, ix.name, vals[ix.positions[0]])
+
+    def _replace(self, pk_key: bytes, old_raw: bytes, row: Any) -> Any:
+        """Overwrite the row at pk_key with `row` (same primary key)."""
+        old_vals = _astuple(self._decode(old_raw))
+        vals = _astuple(row)
+        self._check_unique(vals, old_vals)
+        self._view.write_row(self._t, pk_key, old_raw, msgpack_encoder.encode(row), old_vals, vals)
+        return row
+
+    def _delete_at(self, pk_key: bytes) -> bool:
+        old = self._view.get_row(self._t, pk_key)
+        if old is None:
+            return False
+        self._view.write_row(self._t, pk_key, old, None, _astuple(self._decode(old)), None)
+        return True
+
+    def delete(self, row: Any) -> bool:
+        """Delete the row with `row`'s primary key; whether one was there."""
+        self._check_type(row)
+        return self._delete_at(encode_key((_astuple(row)[self._t.pk_position],)))
+
+    def iter(self) -> Iterator[Any]:
+        for _, raw in self._view.txn.scan(self._space):
+            yield self._decode(raw)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.iter()
+
+    def count(self) -> int:
+        return self._view.txn.count(self._space)
+
+    def clear(self) -> int:
+        keys = [k for k, _ in self._view.txn.scan(self._space)]
+        for k in keys:
+            self._delete_at(k)
+        return len(keys)
+
+    def __getattr__(self, name: str) -> Any:
+        t = self._t
+        if name == t.primary_key:
+            acc: Any = UniqueColumn(self, IndexDef(name, (name,), True, (t.pk_position,)), primary=True)
+        elif name in t.indexes:
+            ix = t.indexes[name]
+            acc = UniqueColumn(self, ix) if ix.unique else BTreeIndex(self, ix)
+        else:
+            raise AttributeError(f"table {t.name} has no column or index {name!r} with an index on it")
+        self.__dict__[name] = acc
+        return acc
+
+
+class BTreeIndex:
+    """A btree index on one or more columns: filter by value, prefix or range."""
+
+    def __init__(self, handle: TableHandle, ix: IndexDef, primary: bool = False) -> None:
+        self._h = handle
+        self._ix = ix
+        self._primary = primary
+        t = handle._t
+        self._space = spaces.rows(t.name) if primary else spaces.index(t.name, ix.name)
+
+    def _pk_keys(self, spec: Any, reverse: bool) -> Iterator[bytes]:
+        start, stop = key_bounds(spec, len(self._ix.columns))
+        txn = self._h._view.txn
+        for key, value in txn.scan(self._space, start, stop, reverse):
+            yield key if self._primary else value
+
+    def filter(self, spec: Any, *, reverse: bool = False) -> Iterator[Any]:
+        """Rows whose indexed columns match `spec` (a value, a `Range`, or a tuple prefix whose
+        last element may be a `Range`), in index order."""
+        if self._primary:
+            for key, raw in self._h._view.txn.scan(self._space, *key_bounds(spec, 1), reverse):  # type: ignore[misc]
+                yield self._h._decode(raw)
+            return
+        for pk_key in self._pk_keys(spec, reverse):
+            row = self._h._row_at(pk_key)
+            if row is not None:
+                yield row
+
+    def delete(self, spec: Any) -> int:
+        """Delete every row matching `spec`; how many."""
+        keys = list(self._pk_keys(spec, False))
+        return sum(self._h._delete_at(k) for k in keys)
+
+
+class UniqueColumn(BTreeIndex):
+    """The primary key or a unique column: find, update, delete by value."""
+
+    def _pk_key_of(self, value: Any) -> bytes | None:
+        key = encode_key((value,))
+        if self._primary:
+            return key
+        return self._h._view.txn.get(self._space, key)
+
+    def find(self, value: Any) -> Any:
+        """The row with this value, or None."""
+        pk_key = self._pk_key_of(value)
+        return None if pk_key is None else self._h._row_at(pk_key)
+
+    def update(self, row: Any) -> Any:
+        """Replace the row that has `row`'s value in this column; raises RowNotFound if none."""
+        h = self._h
+        h._check_type(row)
+        vals = _astuple(row)
+        pk_key = self._pk_key_of(vals[self._ix.positions[0]])
+        old = None if pk_key is None else h._view.get_row(h._t, pk_key)
+        if pk_key is None or old is None:
+            raise RowNotFound(f"{h._t.name}: no row with {self._ix.name} = {vals[self._ix.positions[0]]!r} to update")
+        new_pk_key = encode_key((vals[h._t.pk_position],))
+        if new_pk_key != pk_key:
+            h._delete_at(pk_key)
+            return h.insert(row)
+        return h._replace(pk_key, old, row)
+
+    def delete(self, value: Any) -> bool:  # type: ignore[override]
+        """Delete the row with this value; whether there was one."""
+        pk_key = self._pk_key_of(value)
+        return pk_key is not None and self._h._delete_at(pk_key)
+
+
+class DbView:
+    """`ctx.db`: one attribute per table."""
+
+    def __init__(self, view: TxView, tables: dict[str, TableDef]) -> None:
+        self._view = view
+        self._tables = tables
+
+    def __getattr__(self, name: str) -> TableHandle:
+        try:
+            table = self._tables[name]
+        except KeyError:
+            raise NoSuchTable(f"no table named {name!r}") from None
+        handle = TableHandle(self._view, table)
+        self.__dict__[name] = handle
+        return handle
+
+    def table(self, name: str) -> TableHandle:
+        return getattr(self, name)  # type: ignore[no-any-return]

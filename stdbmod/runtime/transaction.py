@@ -1,0 +1,153 @@
+"""A reducer call's view of one storage transaction: row writes with their index entries, net
+change tracking for the commit log, sequences, schedule registration and savepoints.
+
+Only the runtime creates these; module code sees them through table handles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import AutoIncOverflow, KeyTooLarge, StdbError
+from ..keys import MAX_KEY_SIZE, decode_u64, encode_key, encode_u64
+from ..schema import TableDef
+from ..storage import ReadTxn, WriteTxn
+from ..types import At, Every, Timestamp
+from . import spaces
+
+_SEQ_MAX = (1 << 63) - 1
+
+
+class ReadOnlyError(StdbError, PermissionError):
+    status_code = 403
+
+
+class TxView:
+    """Reads over a storage transaction; `Transaction` adds the writes."""
+
+    writable = False
+
+    def __init__(self, txn: ReadTxn, timestamp: Timestamp) -> None:
+        self._stack: list[Any] = [txn]
+        self.timestamp = timestamp
+        self.logs: list[tuple[str, str]] = []  # (level, message) for the database log
+
+    @property
+    def txn(self) -> ReadTxn:
+        return self._stack[-1]  # type: ignore[no-any-return]
+
+    def get_row(self, table: TableDef, pk_key: bytes) -> bytes | None:
+        return self.txn.get(spaces.rows(table.name), pk_key)
+
+    def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Any, row_new: Any) -> None:
+        raise ReadOnlyError(f"table {table.name} is read-only here: writes happen inside reducers")
+
+    def next_sequence(self, table: TableDef) -> int:
+        raise ReadOnlyError(f"table {table.name} is read-only here: writes happen inside reducers")
+
+
+class Transaction(TxView):
+    """The write side. `changes` maps (table, pk key) to the row bytes before the call."""
+
+    writable = True
+
+    def __init__(self, txn: WriteTxn, timestamp: Timestamp) -> None:
+        super().__init__(txn, timestamp)
+        self.changes: dict[tuple[str, bytes], bytes | None] = {}
+        self.sequences: dict[str, int] = {}
+        self.schedule_touched = False
+
+    @property
+    def wtxn(self) -> WriteTxn:
+        return self._stack[-1]  # type: ignore[no-any-return]
+
+    # --- rows and indexes ----------------------------------------------------------------------
+
+    def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Any, row_new: Any) -> None:
+        """Replace the row at `pk_key` (old -> new; None = absent) and keep every index in step."""
+        txn = self.wtxn
+        self.changes.setdefault((table.name, pk_key), old)
+        for ix in table.indexes.values():
+            old_k = encode_key(tuple(row_old[p] for p in ix.positions)) if row_old is not None else None
+            new_k = encode_key(tuple(row_new[p] for p in ix.positions)) if row_new is not None else None
+            if old_k == new_k:
+                continue
+            space = spaces.index(table.name, ix.name)
+            if old_k is not None:
+                txn.delete(space, old_k if ix.unique else old_k + pk_key)
+            if new_k is not None:
+                key = new_k if ix.unique else new_k + pk_key
+                if len(key) > MAX_KEY_SIZE:
+                    raise KeyTooLarge(f"{table.name}.{ix.name}: the indexed value is too long for a key")
+                txn.put(space, key, pk_key)
+        if new is None:
+            txn.delete(spaces.rows(table.name), pk_key)
+        else:
+            txn.put(spaces.rows(table.name), pk_key, new)
+        if table.scheduled is not None:
+            self._reschedule(table, pk_key, row_new)
+
+    def next_sequence(self, table: TableDef) -> int:
+        raw = self.wtxn.get(spaces.SEQUENCES, table.name.encode())
+        value = decode_u64(raw) + 1 if raw else 1
+        if value > _SEQ_MAX:
+            raise AutoIncOverflow(f"auto_inc sequence of {table.name} overflowed")
+        self.wtxn.put(spaces.SEQUENCES, table.name.encode(), encode_u64(value))
+        self.sequences[table.name] = value
+        return value
+
+    def bump_sequence(self, table: TableDef, at_least: int) -> None:
+        """Keep a sequence ahead of an explicitly inserted key, so auto_inc never collides with it."""
+        raw = self.wtxn.get(spaces.SEQUENCES, table.name.encode())
+        if (decode_u64(raw) if raw else 0) < at_least:
+            self.wtxn.put(spaces.SEQUENCES, table.name.encode(), encode_u64(at_least))
+            self.sequences[table.name] = at_least
+
+    # --- schedules -----------------------------------------------------------------------------
+
+    def _reschedule(self, table: TableDef, pk_key: bytes, row: Any) -> None:
+        """Keep the due-time queue in step with a schedule table's rows."""
+        txn = self.wtxn
+        row_key = table.name.encode() + b"\x00" + pk_key
+        old = txn.get(spaces.SCHEDULE_BY_ROW, row_key)
+        if old is not None:
+            txn.delete(spaces.SCHEDULE_QUEUE, old)
+            txn.delete(spaces.SCHEDULE_BY_ROW, row_key)
+        if row is not None:
+            at = row[table.columns_by_name["scheduled_at"]]
+            self.arm(row_key, due_of(at, self.timestamp))
+        self.schedule_touched = True
+
+    def arm(self, row_key: bytes, due: int) -> None:
+        queue_key = encode_u64(max(due, 0)) + row_key
+        self.wtxn.put(spaces.SCHEDULE_QUEUE, queue_key, b"")
+        self.wtxn.put(spaces.SCHEDULE_BY_ROW, row_key, queue_key)
+        self.schedule_touched = True
+
+    # --- savepoints ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A nested transaction: an exception inside rolls back just what was written inside."""
+        child = self.wtxn.child()
+        saved = (dict(self.changes), dict(self.sequences), self.schedule_touched)
+        self._stack.append(child)
+        try:
+            yield
+        except BaseException:
+            self._stack.pop()
+            child.abort()
+            self.changes, self.sequences, self.schedule_touched = saved
+            raise
+        else:
+            self._stack.pop()
+            child.commit()
+
+
+def due_of(at: At | Every, now: Timestamp) -> int:
+    """When a schedule row first fires: its time, or now + |interval|."""
+    if isinstance(at, At):
+        return at.time.micros
+    return now.micros + abs(at.interval.micros)

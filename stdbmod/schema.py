@@ -1,0 +1,257 @@
+"""How a module declares its tables and reducers, and the definitions the runtime reads.
+
+A table is a `msgspec.Struct` whose columns carry markers in `Annotated[...]`:
+`PrimaryKey(auto_inc=...)`, `Unique()`, `Index()`. Multi-column btree indexes are declared on
+the table (`indexes={"by_owner_item": ("owner", "item")}`). A reducer is a plain function
+`(ctx, *args)`; its parameter annotations are its argument types.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import re
+import types as pytypes
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import msgspec
+
+from . import codec
+from .errors import SchemaError
+from .types import ConnectionId, Identity, TimeDuration, Timestamp
+
+# --- column markers --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrimaryKey:
+    """The table's primary key. With auto_inc, inserting 0 takes the next value of a sequence."""
+
+    auto_inc: bool = False
+
+
+@dataclass(frozen=True)
+class Unique:
+    """A unique column: `find`, `delete` by it; inserting a duplicate raises."""
+
+
+@dataclass(frozen=True)
+class Index:
+    """A btree index on one column: `filter` by value or range."""
+
+
+_KEYABLE = (int, str, bytes, bool, float, Identity, ConnectionId, Timestamp, TimeDuration)
+
+ReducerKind = Literal["reducer", "init", "client_connected", "client_disconnected", "scheduled"]
+LIFECYCLE: tuple[ReducerKind, ...] = ("init", "client_connected", "client_disconnected")
+TABLE_METHODS = frozenset({"insert", "try_insert", "iter", "count", "delete", "update", "clear", "name"})
+
+
+def snake_case(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+def type_name(tp: Any) -> str:
+    """A stable description of a column type, stored with the schema to detect changes."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return type_name(typing.get_args(tp)[0])
+    if origin in (typing.Union, pytypes.UnionType):
+        return " | ".join(sorted(type_name(a) for a in typing.get_args(tp)))
+    if origin is not None:
+        args = ", ".join(type_name(a) for a in typing.get_args(tp))
+        return f"{getattr(origin, '__name__', str(origin))}[{args}]"
+    if tp is type(None):
+        return "None"
+    if isinstance(tp, type):
+        if issubclass(tp, enum.Enum):
+            return f"enum {tp.__name__}({', '.join(repr(m.value) for m in tp)})"
+        return tp.__name__
+    return repr(tp)
+
+
+def _keyable(tp: Any) -> bool:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, pytypes.UnionType):
+        return all(a is type(None) or _keyable(a) for a in typing.get_args(tp))
+    if origin is Literal:
+        return True
+    return isinstance(tp, type) and (issubclass(tp, _KEYABLE) or issubclass(tp, enum.Enum))
+
+
+# --- tables ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class ColumnDef:
+    name: str
+    type: Any
+    position: int
+    has_default: bool
+
+
+@dataclass
+class IndexDef:
+    name: str
+    columns: tuple[str, ...]
+    unique: bool
+    positions: tuple[int, ...] = ()
+
+
+@dataclass
+class TableDef:
+    name: str
+    row_type: type[msgspec.Struct]
+    columns: list[ColumnDef]
+    primary_key: str | None
+    auto_inc: bool
+    indexes: dict[str, IndexDef]
+    public: bool
+    scheduled: str | None = None
+    decoder: msgspec.msgpack.Decoder[Any] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.decoder = codec.msgpack_decoder(self.row_type)
+        by_name = {c.name: c.position for c in self.columns}
+        self.columns_by_name = by_name
+        for ix in self.indexes.values():
+            ix.positions = tuple(by_name[c] for c in ix.columns)
+        self.pk_position = by_name[self.primary_key] if self.primary_key else -1
+
+    def describe(self) -> dict[str, Any]:
+        """The stored form of the schema; comparing two tells whether data can be reused."""
+        return {
+            "name": self.name,
+            "columns": [{"name": c.name, "type": type_name(c.type), "has_default": c.has_default} for c in self.columns],
+            "primary_key": self.primary_key,
+            "auto_inc": self.auto_inc,
+            "indexes": {
+                n: {"columns": list(ix.columns), "unique": ix.unique} for n, ix in sorted(self.indexes.items())
+            },
+            "public": self.public,
+            "scheduled": self.scheduled,
+        }
+
+
+def build_table(
+    row_type: type,
+    *,
+    name: str | None,
+    public: bool,
+    indexes: dict[str, tuple[str, ...]] | None,
+    scheduled: str | None,
+) -> TableDef:
+    if not (isinstance(row_type, type) and issubclass(row_type, msgspec.Struct)):
+        raise SchemaError(f"a table must be a msgspec.Struct, not {row_type!r}")
+    tname = name or snake_case(row_type.__name__)
+    if not tname.isidentifier():
+        raise SchemaError(f"table name {tname!r} is not an identifier")
+    hints = typing.get_type_hints(row_type, include_extras=True)
+    fields = msgspec.structs.fields(row_type)
+    columns: list[ColumnDef] = []
+    ixs: dict[str, IndexDef] = {}
+    pk: str | None = None
+    auto_inc = False
+    for pos, f in enumerate(fields):
+        hint = hints[f.name]
+        markers: tuple[Any, ...] = ()
+        base = hint
+        if typing.get_origin(hint) is typing.Annotated:
+            base, *rest = typing.get_args(hint)
+            markers = tuple(rest)
+        has_default = f.default is not msgspec.NODEFAULT or f.default_factory is not msgspec.NODEFAULT
+        columns.append(ColumnDef(f.name, base, pos, has_default))
+        for m in markers:
+            if isinstance(m, (PrimaryKey, Unique, Index)) and not _keyable(base):
+                raise SchemaError(f"{tname}.{f.name}: a column of type {type_name(base)} cannot be indexed")
+            if isinstance(m, PrimaryKey):
+                if pk is not None:
+                    raise SchemaError(f"table {tname} declares two primary keys ({pk}, {f.name})")
+                pk, auto_inc = f.name, m.auto_inc
+                if auto_inc and base is not int:
+                    raise SchemaError(f"{tname}.{f.name}: auto_inc needs an int column")
+            elif isinstance(m, Unique):
+                ixs[f.name] = IndexDef(f.name, (f.name,), unique=True)
+            elif isinstance(m, Index):
+                ixs[f.name] = IndexDef(f.name, (f.name,), unique=False)
+    if pk is None:
+        raise SchemaError(f"table {tname} needs a PrimaryKey() column")
+    for ix_name, cols in (indexes or {}).items():
+        cols = tuple(cols)
+        unknown = [c for c in cols if c not in {c.name for c in columns}]
+        if unknown:
+            raise SchemaError(f"index {tname}.{ix_name} names unknown columns {unknown}")
+        for c in cols:
+            if not _keyable(hints[c] if typing.get_origin(hints[c]) is not typing.Annotated else typing.get_args(hints[c])[0]):
+                raise SchemaError(f"{tname}.{c} cannot be part of index {ix_name}")
+        if ix_name in ixs or ix_name == pk:
+            raise SchemaError(f"table {tname} has two indexes named {ix_name}")
+        ixs[ix_name] = IndexDef(ix_name, cols, unique=False)
+    for n in [pk, *ixs]:
+        if n in TABLE_METHODS or n.startswith("_"):
+            raise SchemaError(f"{tname}.{n}: an index accessor may not be named {n!r}")
+    if scheduled is not None:
+        names = {c.name: c for c in columns}
+        if pk != "scheduled_id" or "scheduled_at" not in names:
+            raise SchemaError(
+                f"schedule table {tname} needs a primary key `scheduled_id` and a column `scheduled_at: ScheduleAt`"
+            )
+    try:
+        table = TableDef(tname, row_type, columns, pk, auto_inc, ixs, public, scheduled)
+    except TypeError as e:
+        raise SchemaError(f"table {tname}: {e}") from None
+    return table
+
+
+# --- reducers --------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReducerDef:
+    name: str
+    func: Callable[..., Any]
+    kind: ReducerKind
+    params: list[tuple[str, Any, Any]]
+    args_type: type[msgspec.Struct] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        spec = [(n, t) if d is inspect.Parameter.empty else (n, t, d) for n, t, d in self.params]
+        try:
+            self.args_type = msgspec.defstruct(f"{self.name}_args", spec, array_like=True)
+            self.json_decoder = codec.json_decoder(self.args_type)
+            self.msgpack_decoder = codec.msgpack_decoder(self.args_type)
+        except TypeError as e:
+            raise SchemaError(f"reducer {self.name}: {e}") from None
+
+    @property
+    def client_callable(self) -> bool:
+        return self.kind == "reducer"
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "params": [{"name": n, "type": type_name(t), "required": d is inspect.Parameter.empty} for n, t, d in self.params],
+        }
+
+
+def build_reducer(func: Callable[..., Any], kind: ReducerKind, name: str | None = None) -> ReducerDef:
+    rname = name or func.__name__
+    sig = inspect.signature(func)
+    params = list(sig.parameters.values())
+    if not params:
+        raise SchemaError(f"reducer {rname} must take the context as its first parameter")
+    hints = typing.get_type_hints(func)
+    out: list[tuple[str, Any, Any]] = []
+    for p in params[1:]:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            raise SchemaError(f"reducer {rname}: parameter {p.name} must be positional")
+        if p.name not in hints:
+            raise SchemaError(f"reducer {rname}: parameter {p.name} needs a type annotation")
+        out.append((p.name, hints[p.name], p.default))
+    if kind in LIFECYCLE and out:
+        raise SchemaError(f"lifecycle reducer {rname} takes only the context")
+    return ReducerDef(rname, func, kind, out)
