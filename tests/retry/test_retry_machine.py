@@ -73,7 +73,7 @@ IDS = [Identity.from_claims("machine", name) for name in ("admin", "alice", "bob
 who_st = st.sampled_from([0, 0, 0, 1, 1, 2, 2, 3])  # mostly the admin and the workers (alice, bob)
 holder_st = st.sampled_from([None, None, None, 0, 1, 2, 3])  # None: the task's lease holder
 mostly = st.sampled_from([True, True, True, False])
-task_args = {
+task_args: dict[str, st.SearchStrategy[Any]] = {
     "job_type": st.sampled_from([HANDLED, "ext", "ext", "ext2"]),
     "queue": st.sampled_from(["default", "q2"]),
     "plan": st.lists(st.sampled_from(["ok", "retry", "crash", "give_up"]), max_size=4),
@@ -341,8 +341,8 @@ class RetryMachine(RuleBasedStateMachine):
 
 
 RetryMachine.TestCase.settings = settings(
-    max_examples=150,
-    stateful_step_count=40,
+    max_examples=500,
+    stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )

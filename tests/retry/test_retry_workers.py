@@ -105,7 +105,7 @@ def test_the_reaper_requeues_an_expired_lease_as_a_failed_attempt(db: Database, 
     assert db.run_due() == 1
     r = queries.get_task(db, ADMIN, t.id)
     assert (r.status, r.attempts, r.lease_holder, r.run_after) == (TaskStatus.QUEUED, 1, None, _later(clock, 10))
-    assert "lease expired" in r.last_error and "w1" in r.last_error
+    assert r.last_error is not None and "lease expired" in r.last_error and "w1" in r.last_error
     assert queries.history(db, ADMIN)[0].outcome is Outcome.LEASE_EXPIRED
     clock.advance(10)
     db.call("claim", None, "w2", 60, sender=WORKER2)
