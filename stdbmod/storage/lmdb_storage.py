@@ -84,6 +84,16 @@ class _LmdbRead(ReadTxn):
         finally:
             cur.close()
 
+    def last(self, space: str) -> tuple[bytes, bytes] | None:
+        db = self._s._dbs.get(space)
+        if db is None:
+            return None
+        try:
+            with self._txn.cursor(db=db) as cur:
+                return cur.item() if cur.last() else None  # type: ignore[no-any-return]
+        except lmdb.Error as e:
+            raise _translate(e) from e
+
     @staticmethod
     def _scan_reverse(cur: Any, start: bytes | None, stop: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         if stop is None:
