@@ -238,13 +238,20 @@ class ReducerDef:
         }
 
 
-def build_reducer(func: Callable[..., Any], kind: ReducerKind, name: str | None = None) -> ReducerDef:
+def build_reducer(
+    func: Callable[..., Any], kind: ReducerKind, name: str | None = None, localns: dict[str, Any] | None = None
+) -> ReducerDef:
+    """`localns` resolves annotations naming the module's row types (tables declared inside a
+    function are not in the reducer's globals)."""
     rname = name or func.__name__
     sig = inspect.signature(func)
     params = list(sig.parameters.values())
     if not params:
         raise SchemaError(f"reducer {rname} must take the context as its first parameter")
-    hints = typing.get_type_hints(func)
+    try:
+        hints = typing.get_type_hints(func, localns=localns)
+    except NameError as e:
+        raise SchemaError(f"reducer {rname}: cannot resolve a parameter type ({e})") from None
     out: list[tuple[str, Any, Any]] = []
     for p in params[1:]:
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
