@@ -67,10 +67,6 @@ class TableHandle:
         self._t = table
         self._space = spaces.rows(table.name)
 
-    @property
-    def name(self) -> str:
-        return self._t.name
-
     def _decode(self, raw: bytes) -> Any:
         return self._t.decoder.decode(raw)
 
