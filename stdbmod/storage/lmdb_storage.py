@@ -90,7 +90,7 @@ class _LmdbRead(ReadTxn):
             return None
         try:
             with self._txn.cursor(db=db) as cur:
-                return cur.item() if cur.last() else None  # type: ignore[no-any-return]
+                return cur.item() if cur.last() else None
         except lmdb.Error as e:
             raise _translate(e) from e
 
