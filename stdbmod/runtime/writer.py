@@ -93,15 +93,15 @@ class Writer:
             item = self._queue.get()
             if item is _STOP:
                 break
-            batch = [item]
-            stop = False
-            while len(batch) < MAX_BATCH and not self._queue.empty():
-                nxt = self._queue.get_nowait()  # only this thread takes from the queue
-                if nxt is _STOP:
-                    stop = True
-                    break
-                batch.append(nxt)
-            with self._running:
+            with self._running:  # what queues up while a caller runs its own job joins this batch
+                batch = [item]
+                stop = False
+                while len(batch) < MAX_BATCH and not self._queue.empty():
+                    nxt = self._queue.get_nowait()  # only this thread takes from the queue
+                    if nxt is _STOP:
+                        stop = True
+                        break
+                    batch.append(nxt)
                 self._runner = threading.get_ident()
                 try:
                     self._run(batch)
