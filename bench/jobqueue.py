@@ -89,10 +89,28 @@ class JobQueue:
 OWNER = Identity.from_claims("bench", "owner")
 
 
-def job_queue() -> JobQueue:
-    """A fresh module instance; the owner (publisher) is the retry module's first admin."""
+def _retry_module() -> Module | None:
+    """The real task-retry module, plus one bench-only reducer (bulk enqueues through the
+    module's own `enqueue_in`, for building big queues); None if it is not installed."""
     try:
         from stdbmod.retry import create_retry_module
     except ImportError:
+        return None
+    rm = create_retry_module("retry")
+    mod = Module("benchq")
+    mod.include(rm.module)
+
+    @mod.reducer
+    def bulk_enqueue(ctx: ReducerContext, first: int, count: int) -> None:
+        for i in range(first, first + count):
+            rm.enqueue_in(ctx, "bench", {"n": i})
+
+    return mod
+
+
+def job_queue() -> JobQueue:
+    """A fresh module instance; the owner (publisher) is the retry module's first admin."""
+    mod = _retry_module()
+    if mod is None:
         return JobQueue(_mini_module(), "bench stand-in (stdbmod.retry not on this branch)", OWNER)
-    return JobQueue(create_retry_module("retry").module, "stdbmod.retry", OWNER)
+    return JobQueue(mod, "stdbmod.retry", OWNER)

@@ -23,7 +23,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 30.0) -> None:
+def wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -57,7 +57,7 @@ def redis_server(workdir: str) -> Iterator[int]:
             "--appendfsync", "always", "--save", "", "--daemonize", "no", "--protected-mode", "yes"]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_port(port, proc, "redis-server")
+        wait_port(port, proc, "redis-server")
         yield port
     finally:
         _stop(proc)
@@ -99,7 +99,7 @@ def postgres_server(workdir: str) -> Iterator[str]:
          "-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "full_page_writes=on"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_port(port, proc, "postgres")
+        wait_port(port, proc, "postgres")
         deadline = time.monotonic() + 30
         while subprocess.run([f"{bindir}/pg_isready", "-h", "127.0.0.1", "-p", str(port)], capture_output=True).returncode != 0:
             if time.monotonic() > deadline:
