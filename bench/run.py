@@ -41,7 +41,8 @@ class Sizes:
     overhead: int
     peer: int
     server_peer: int
-    http: int
+    http: tuple[int, int, int]  # jobs for 1, 4 and 16 workers
+    http_reps: int
     depths: tuple[int, ...]
     timers: int
     timer_rate: float
@@ -51,10 +52,10 @@ class Sizes:
 
 
 FULL = Sizes(reps=5, single=1000, group=6000, raw_one=3000, raw_batch=100_000, overhead=2000, peer=2000,
-             server_peer=400, http=3000, depths=(1_000, 100_000, 1_000_000), timers=100_000, timer_rate=1000,
+             server_peer=400, http=(500, 1000, 2000), http_reps=5, depths=(1_000, 100_000, 1_000_000), timers=100_000, timer_rate=1000,
              timer_seconds=10, replay=2000, servers=True)
 QUICK = Sizes(reps=3, single=60, group=160, raw_one=100, raw_batch=2000, overhead=60, peer=60, server_peer=0,
-              http=120, depths=(1_000, 10_000), timers=2000, timer_rate=1000, timer_seconds=0.5, replay=60,
+              http=(24, 48, 96), http_reps=1, depths=(1_000, 10_000), timers=2000, timer_rate=1000, timer_seconds=0.5, replay=60,
               servers=False)
 
 
@@ -69,7 +70,7 @@ class Bench:
     def wanted(self, name: str) -> bool:
         return not self.only or any(o.lower() in name.lower() for o in self.only)
 
-    def throughput(self, section: str, name: str, fn: Callable[[str], float], note: str = "", unit: str = "jobs/s") -> Row:
+    def throughput(self, section: str, name: str, fn: Callable[[str], float], note: str = "", unit: str = "jobs/s", reps: int | None = None) -> Row:
         row = Row(section, name, unit, note=note)
         self.rows.append(row)
         if not self.wanted(name):
@@ -78,7 +79,7 @@ class Bench:
         self.log(f"  {name} ...")
         t0 = time.perf_counter()
         try:
-            row.samples = repeat(self.s.reps, fn, self.base)
+            row.samples = repeat(reps or self.s.reps, fn, self.base)
         except SkipRow as e:
             row.skipped = str(e)
         self.log(f"    {row.median:,.0f} {unit} ({time.perf_counter() - t0:.1f}s)" if row.samples else f"    skipped: {row.skipped}")
@@ -150,8 +151,12 @@ def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
         for w in (1, 4, 16):
             out[w] = b.skip(LIFE, f"stdbmod over HTTP, {w} workers", f"not available: {e}")
         return out
-    for w in (1, 4, 16):
-        out[w] = b.throughput(LIFE, f"stdbmod over HTTP, {w} workers", lambda d, w=w: http_load.run(d, s.http, w), "seed 000 routes, keep-alive load generator in its own process")
+    for w, n in zip((1, 4, 16), s.http):
+        http_load.LAST_CLIENT_CPU.clear()
+        out[w] = b.throughput(LIFE, f"stdbmod over HTTP, {w} workers", lambda d, w=w, n=n: http_load.run(d, n, w), reps=s.http_reps)
+        if out[w].samples:
+            cpu = sorted(http_load.LAST_CLIENT_CPU)[len(http_load.LAST_CLIENT_CPU) // 2]
+            out[w].note = f"seed 000 routes, `stdbmod serve`; load generator in its own process used {cpu:.0%} of a core"
     return out
 
 
@@ -250,6 +255,13 @@ def machine() -> str:
     return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}"
 
 
+def _loadavg() -> str:
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except OSError:
+        return "?"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small N, few repetitions, no server peers (CI)")
@@ -267,8 +279,10 @@ def main(argv: list[str] | None = None) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     t0 = time.perf_counter()
+    load0 = _loadavg()
     rows, targets = run(sizes, args.dir, args.only, log)
-    head = f"stdbmod bench ({'quick' if args.quick else 'full'}) on {machine()}; {time.perf_counter() - t0:.0f}s"
+    head = (f"stdbmod bench ({'quick' if args.quick else 'full'}) on {machine()}; {time.perf_counter() - t0:.0f}s; "
+            f"load average {load0} at the start, {_loadavg()} at the end")
     print(head)
     print(render_text(rows, targets))
     if args.markdown:
