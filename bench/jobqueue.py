@@ -38,7 +38,8 @@ def _mini_module() -> Module:
     @mod.reducer
     def enqueue(ctx: ReducerContext, job_type: str, queue: str | None = None, payload: Any = None) -> Task:
         now = ctx.timestamp
-        return ctx.db.task.insert(Task(0, now, now, queue or "default", job_type, payload, "queued", 0, now))
+        task: Task = ctx.db.task.insert(Task(0, now, now, queue or "default", job_type, payload, "queued", 0, now))
+        return task
 
     @mod.reducer
     def bulk_enqueue(ctx: ReducerContext, first: int, count: int) -> None:
@@ -50,7 +51,8 @@ def _mini_module() -> Module:
         spec = ("queued", queue or "default", Range(hi=ctx.timestamp, hi_inclusive=True))
         for task in ctx.db.task.by_claim.filter(spec):
             t = msgspec.structs.replace(task, status="running", attempts=task.attempts + 1, claimed_by=worker_id, updated_at=ctx.timestamp)
-            return ctx.db.task.id.update(t)
+            claimed: Task = ctx.db.task.id.update(t)
+            return claimed
         return None
 
     @mod.reducer
@@ -59,7 +61,8 @@ def _mini_module() -> Module:
         if task is None or task.status != "running":
             raise SenderError(f"task {task_id} is not running")
         t = msgspec.structs.replace(task, status="completed", result=result, completed_at=ctx.timestamp, updated_at=ctx.timestamp)
-        return ctx.db.task.id.update(t)
+        done: Task = ctx.db.task.id.update(t)
+        return done
 
     return mod
 

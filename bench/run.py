@@ -10,6 +10,7 @@ every step acknowledged only after it is on disk. See bench/README.md.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -116,7 +117,7 @@ def run(sizes: Sizes, base_dir: str | None, only: list[str] | None, log: Callabl
             peer_rows[name] = b.skip(LIFE, name, "skipped in quick mode (needs a server)")
             continue
         n = s.server_peer if needs_server else s.peer
-        peer_rows[name] = b.throughput(LIFE, name, lambda d, fn=fn, n=n: fn(d, n))
+        peer_rows[name] = b.throughput(LIFE, name, functools.partial(_peer, fn, n))
 
     log("runtime overhead")
     over = Row("runtime overhead: one call per transaction, fsync off", "stdbmod time / raw LMDB time, same operations", "x", higher_is_better=False)
@@ -143,6 +144,14 @@ def run(sizes: Sizes, base_dir: str | None, only: list[str] | None, log: Callabl
     return b.rows, targets
 
 
+def _peer(fn: Callable[[str, int], float], n: int, d: str) -> float:
+    return fn(d, n)
+
+
+def _http(run: Callable[[str, int, int], float], n: int, w: int, d: str) -> float:
+    return run(d, n, w)
+
+
 def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
     out: dict[int, Row] = {}
     try:
@@ -153,7 +162,7 @@ def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
         return out
     for w, n in zip((1, 4, 16), s.http):
         http_load.LAST_CLIENT_CPU.clear()
-        out[w] = b.throughput(LIFE, f"stdbmod over HTTP, {w} workers", lambda d, w=w, n=n: http_load.run(d, n, w), reps=s.http_reps)
+        out[w] = b.throughput(LIFE, f"stdbmod over HTTP, {w} workers", functools.partial(_http, http_load.run, n, w), reps=s.http_reps)
         if out[w].samples:
             cpu = sorted(http_load.LAST_CLIENT_CPU)[len(http_load.LAST_CLIENT_CPU) // 2]
             out[w].note = f"seed 000 routes, `stdbmod serve`; load generator in its own process used {cpu:.0%} of a core"
@@ -231,7 +240,7 @@ def make_targets(threads: Row, batch: Row, http16: Row | None, huey: Row | None,
         return r is not None and bool(r.samples)
 
     out = []
-    huey_rate = huey.median if ok(huey) else None
+    huey_rate = huey.median if huey is not None and huey.samples else None
     group = max((r for r in (threads, batch) if ok(r)), key=lambda r: r.median, default=None)
     out.append(Target("in process with group commit vs huey durable", group.median / huey_rate if group and huey_rate else None, 5, 10,
                       detail=f"best of threads/batch: {group.name}" if group else "huey not measured" if group else ""))

@@ -88,7 +88,7 @@ HEADERS = ("measurement", "median", "min", "max", "unit", "reps", "notes")
 
 
 def table_rows(rows: list[Row]) -> list[tuple[str, ...]]:
-    out = []
+    out: list[tuple[str, ...]] = []
     for r in rows:
         if r.skipped:
             out.append((r.name, "-", "-", "-", r.unit, "0", r.skipped))
