@@ -142,6 +142,8 @@ class Database:
         job = LifecycleJob(
             kind="init", reducer="init", sender=owner, hooks=module.lifecycle["init"] if run_init else [], before=write_meta
         )
+        # A replica (run_init=False) gets its log from the source: its own creation is not a record.
+        job.skip_record = not run_init
         try:
             db._wait(db._writer.submit(job))
         except BaseException:
