@@ -39,20 +39,22 @@ def _escape(raw: bytes) -> bytes:
     return raw.replace(b"\x00", b"\x00\xff") + b"\x00\x00"
 
 
+_INT_TAG = bytes((_INT,))
+
+
 def _int(value: int) -> bytes:
     if not _INT_MIN <= value <= _INT_MAX:
         raise ValueError(f"integer {value} is outside the indexable range [-2**63, 2**64)")
-    return bytes((_INT,)) + (value + _INT_OFFSET).to_bytes(_INT_WIDTH, "big")
+    return _INT_TAG + (value + _INT_OFFSET).to_bytes(_INT_WIDTH, "big")
 
 
 def _float(value: float) -> bytes:
-    (bits,) = struct.unpack(">Q", struct.pack(">d", value))
+    bits: int = struct.unpack(">Q", struct.pack(">d", value))[0]
     bits = bits ^ 0xFFFFFFFFFFFFFFFF if bits & (1 << 63) else bits | (1 << 63)
     return bytes((_FLOAT,)) + bits.to_bytes(8, "big")
 
 
-def encode_value(value: Any) -> bytes:
-    """Encode one column value."""
+def _encode_slow(value: Any) -> bytes:
     if value is None:
         return _NONE
     if value is True:
@@ -78,9 +80,40 @@ def encode_value(value: Any) -> bytes:
     raise SchemaError(f"values of type {type(value).__name__} cannot be used in a key")
 
 
+_STR_TAG = bytes((_STR,))
+_IDENTITY_TAG = bytes((_IDENTITY,))
+_CONNECTION_TAG = bytes((_CONNECTION,))
+_BYTES_TAG = bytes((_BYTES,))
+
+# The common exact types skip the isinstance chain (keys are built on every row write);
+# anything else (enums, subclasses) takes `_encode_slow`, which gives the same bytes.
+_FAST: dict[type, Any] = {
+    int: _int,
+    str: lambda v: _STR_TAG + _escape(v.encode("utf-8", "surrogatepass")),
+    bool: lambda v: _TRUE if v else _FALSE,
+    type(None): lambda v: _NONE,
+    Timestamp: lambda v: _int(v.micros),
+    TimeDuration: lambda v: _int(v.micros),
+    Identity: lambda v: _IDENTITY_TAG + v.to_bytes(),
+    ConnectionId: lambda v: _CONNECTION_TAG + v.to_bytes(),
+    bytes: lambda v: _BYTES_TAG + _escape(v),
+    float: _float,
+}
+
+
+def encode_value(value: Any) -> bytes:
+    """Encode one column value."""
+    fast = _FAST.get(type(value))
+    if fast is not None:
+        return fast(value)  # type: ignore[no-any-return]
+    return _encode_slow(value)
+
+
 def encode_key(values: tuple[Any, ...]) -> bytes:
     """Encode a tuple of column values (a multi-column key, or a prefix of one)."""
-    return b"".join(encode_value(v) for v in values)
+    if len(values) == 1:
+        return encode_value(values[0])
+    return b"".join([encode_value(v) for v in values])
 
 
 def prefix_end(prefix: bytes) -> bytes | None:

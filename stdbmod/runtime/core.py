@@ -9,7 +9,6 @@ batch run again (nobody has been answered yet). An LMDB panic fails the batch an
 from __future__ import annotations
 
 import logging
-import threading
 import traceback
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -41,7 +40,7 @@ class Core:
         self.on_panic: Callable[[StoragePanic], None] | None = None
         self.on_schedule_change: Callable[[], None] | None = None
         self.on_commit: Callable[[list[commitlog.CommitRecord]], None] | None = None
-        self._writer_thread: threading.Thread | None = None
+        self._running_here: Callable[[], bool] = lambda: False
 
     # --- contexts ------------------------------------------------------------------------------
 
@@ -98,6 +97,9 @@ class Core:
                 for _, fut in batch:
                     fut.set_exception(e)
                 return
+            except BaseException:  # KeyboardInterrupt in a caller running its own call
+                outer.abort()
+                raise
         for (_, fut), (ok, value) in zip(batch, outcomes):
             if ok:
                 fut.set_result(value)
@@ -158,8 +160,9 @@ class Core:
 
     # --- threads -------------------------------------------------------------------------------
 
-    def set_writer_thread(self, thread: threading.Thread) -> None:
-        self._writer_thread = thread
+    def set_writer(self, running_here: Callable[[], bool]) -> None:
+        self._running_here = running_here
 
     def on_writer_thread(self) -> bool:
-        return threading.current_thread() is self._writer_thread
+        """Whether the calling thread is running a batch (the writer's, or a caller's own)."""
+        return self._running_here()

@@ -69,9 +69,12 @@ class Transaction(TxView):
         """Replace the row at `pk_key` (old -> new; None = absent) and keep every index in step."""
         txn = self.wtxn
         self.changes.setdefault((table.name, pk_key), old)
+        both = row_old is not None and row_new is not None
         for ix in table.indexes.values():
-            old_k = encode_key(tuple(row_old[p] for p in ix.positions)) if row_old is not None else None
-            new_k = encode_key(tuple(row_new[p] for p in ix.positions)) if row_new is not None else None
+            if both and _unchanged(row_old, row_new, ix.positions):
+                continue  # the common case of an update: no key to build
+            old_k = encode_key(tuple([row_old[p] for p in ix.positions])) if row_old is not None else None
+            new_k = encode_key(tuple([row_new[p] for p in ix.positions])) if row_new is not None else None
             if old_k == new_k:
                 continue
             space = spaces.index(table.name, ix.name)
@@ -144,6 +147,19 @@ class Transaction(TxView):
         else:
             self._stack.pop()
             child.commit()
+
+
+def _unchanged(old: Any, new: Any, positions: tuple[int, ...]) -> bool:
+    """Whether the indexed values are the same, so their keys are too. Only a cheap test that
+    implies equal keys: same type and equal (floats excluded: -0.0 == 0.0, keys differ)."""
+    for p in positions:
+        a = old[p]
+        b = new[p]
+        if a is b:
+            continue
+        if type(a) is not type(b) or type(a) is float or a != b:
+            return False
+    return True
 
 
 def due_of(at: At | Every, now: Timestamp) -> int:
