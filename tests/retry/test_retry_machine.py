@@ -19,12 +19,13 @@ import msgspec
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from retry_model import CRASH, HANDLED, LEASE, S, Model, MTask, Refused
 
 from stdbmod import Database, Identity, ManualClock, Module, PrimaryKey, Range, ReducerContext, SenderError, TimeDuration
 from stdbmod.retry import GiveUp, HandlerContext, NotAuthorized, RetryableError, Task, TaskStatus, create_retry_module, queries
 from stdbmod.retry.claim import next_claimable
 from stdbmod.runtime import apply_changes
+
+from tests.retry.retry_model import CRASH, HANDLED, LEASE, S, Model, MTask, Refused
 
 # --- the module under test: the retry module inside an app that handlers write to -----------------
 
@@ -341,7 +342,7 @@ class RetryMachine(RuleBasedStateMachine):
 
 
 RetryMachine.TestCase.settings = settings(
-    max_examples=500,
+    max_examples=700,
     stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -7,10 +7,11 @@ from typing import Annotated
 
 import msgspec
 import pytest
-from _retry_support import ADMIN, STRANGER, WORKER
 
 from stdbmod import Database, ManualClock, Module, PrimaryKey, ReducerContext, SenderError
 from stdbmod.retry import RetryModule, Task, TaskStatus, create_retry_module, enqueue_in, queries
+
+from tests.retry.support import ADMIN, STRANGER, WORKER
 
 SEED_000_FIELDS = [
     "id", "created_at", "updated_at", "queue", "job_type", "payload", "status", "attempts", "max_attempts",

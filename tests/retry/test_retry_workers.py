@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from _retry_support import ADMIN, WORKER, WORKER2
 
 from stdbmod import Database, ManualClock, TimeDuration, Timestamp
 from stdbmod.retry import DeadReason, InvalidTransition, Outcome, StaleLease, TaskNotFound, TaskStatus, queries
+
+from tests.retry.support import ADMIN, WORKER, WORKER2
 
 
 def _later(clock: ManualClock, seconds: float) -> Timestamp:
