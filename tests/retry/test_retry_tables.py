@@ -91,3 +91,16 @@ def test_included_module_runs_init_and_enqueues_transactionally(tmp_path: Path) 
             assert view.db.order.count() == 1  # the failed call left neither order nor tasks
     finally:
         db.close()
+
+
+def test_the_default_instance_has_no_handlers(tmp_path: Path) -> None:
+    from stdbmod.retry import default_module, default_retry
+
+    assert default_retry.module is default_module and default_retry.handlers == {}
+    db = Database.create(tmp_path / "default", default_module, owner=ADMIN, clock=ManualClock(), durable=False)
+    try:
+        t = db.call("submit", "anything", sender=ADMIN)
+        assert not t.in_module and db.next_due() is None  # waits for workers
+        assert db.call("claim", sender=ADMIN).id == t.id
+    finally:
+        db.close()
