@@ -62,21 +62,21 @@ def _emit(lines: list[LogLine], as_json: bool) -> None:
 @json_option
 def logs(data: str, module: str | None, num: int | None, follow: bool, interval: float, as_json: bool) -> None:
     """The database log: failed calls, tracebacks, module log lines (--json: one object a line)."""
-    with open_database(data, module) as (db, _):
-        lines = db.logs(last=num)
-        _emit(lines, as_json)
-        if not follow:
-            return
-        nxt = lines[-1].offset + 1 if lines else _next_log_offset(db)
-        try:
+    try:
+        with open_database(data, module) as (db, _):
+            lines = db.logs(last=num)
+            _emit(lines, as_json)
+            if not follow:
+                return
+            nxt = lines[-1].offset + 1 if lines else _next_log_offset(db)
             while True:
                 time.sleep(interval)
                 new = db.logs(start=nxt)
                 if new:
                     _emit(new, as_json)
                     nxt = new[-1].offset + 1
-        except KeyboardInterrupt:
-            return
+    except KeyboardInterrupt:
+        return  # Ctrl-C is how -f ends
 
 
 def _next_log_offset(db: Database) -> int:

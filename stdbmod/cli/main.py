@@ -42,6 +42,10 @@ def _serve_command() -> click.Command:
     return serve
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def _translate(e: BaseException) -> CommandError:
     if isinstance(e, (SenderError, ReducerFailed)):
         return CommandError(str(e), 1)
@@ -63,6 +67,25 @@ class StdbGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), "serve"})
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        """Like click's, but every error is one line: `Error: ...` (usage errors add where to
+        find help), instead of click's usage block."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as e:
+            hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+            click.echo(f"Error: {_one_line(e.format_message())}{hint}", err=True)
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            click.echo(f"Error: {_one_line(e.format_message())}", err=True)
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo("Error: aborted", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

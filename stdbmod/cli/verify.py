@@ -4,7 +4,9 @@ Two independent checks:
 - the commit log's row changes are applied to a scratch database (same owner and database
   identity, no init) and its state hash must equal the live database's;
 - py-lmdb's offline verifier walks every page of data.mdb (structure, key order, free list).
-Run it while no server is writing, or the live state may move on during the replay.
+The file is verified first and, if it is unsound, never opened (the verifier reads raw bytes;
+liblmdb trusts the file). Run it while no server is writing, or the live state may move on during
+the replay.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ class VerifyReport:
 
     @property
     def state_matches(self) -> bool:
-        return self.live_hash == self.replay_hash
+        return bool(self.live_hash) and self.live_hash == self.replay_hash
 
     @property
     def ok(self) -> bool:
@@ -81,8 +83,9 @@ def verify(data: str, module: str | None, as_json: bool) -> None:
     integrity. Exit 1 if either check fails."""
     loaded = module_for(data, module)
     report = VerifyReport(lmdb_problems=check_lmdb(data))
-    with Database.open(data, loaded.module) as db:
-        replay_check(db, report)
+    if not report.lmdb_problems:
+        with Database.open(data, loaded.module) as db:
+            replay_check(db, report)
     if as_json:
         print_json(
             {
@@ -101,7 +104,7 @@ def verify(data: str, module: str | None, as_json: bool) -> None:
                     "commit records replayed": report.records,
                     "live state hash": report.live_hash,
                     "replayed state hash": report.replay_hash,
-                    "state": "matches" if report.state_matches else "DIFFERS",
+                    "state": "matches" if report.state_matches else ("DIFFERS" if report.live_hash else "not checked"),
                     "lmdb": "ok" if not report.lmdb_problems else f"{len(report.lmdb_problems)} problem(s)",
                 },
                 title="verify",

@@ -16,8 +16,8 @@
     args = { job_type = "email", max_attempts = 3 }
 
 Every step is a table whose `do` names its kind. Values may refer to `$alice` (an identity's
-hex), `$database` (the database's identity), `$now` and `$now+30` / `$now-30` (the scenario
-clock, plus or minus seconds); TOML datetimes are timestamps.
+hex), `$database` (the database's identity), `$null` (None; TOML has no null), `$now` and
+`$now+30` / `$now-30` (the scenario clock, plus or minus seconds); TOML datetimes are timestamps.
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def load(path: str | os.PathLike[str]) -> Scenario:
     return decode(data, fmt=fmt, source=str(path))
 
 
-RESERVED = {"now", "database"}
+RESERVED = {"now", "database", "null"}
 
 
 def _check(s: Scenario) -> list[str]:

@@ -1,9 +1,9 @@
 """Values in scenario files: references (`$alice`, `$now+30`), typed comparison, display.
 
-A scenario writes values as TOML/JSON data. Before use they are resolved (references replaced,
-datetimes turned into Timestamps) and, when compared with a row's column, converted to the
-column's type, so `"$alice"` equals an Identity column and `"$now+60"` or `2026-01-01T00:01:00Z`
-equals a Timestamp column.
+A scenario writes values as TOML/JSON data (TOML has no null: `"$null"` is None). Before use
+they are resolved (references replaced, datetimes turned into Timestamps) and, when compared
+with a row's column, converted to the column's type, so `"$alice"` equals an Identity column and
+`"$now+60"` or `2026-01-01T00:01:00Z` equals a Timestamp column.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ class Resolver:
         self._now = now
         self._names = {v: k for k, v in self.identities.items()}
         self._names[database] = "database"
+        self._hex_names = {k.to_hex(): v for k, v in self._names.items()}
 
     def __call__(self, value: Any) -> Any:
         if isinstance(value, str) and value.startswith("$"):
@@ -59,14 +60,18 @@ class Resolver:
             name = m.group(1)
             if name == "database":
                 return self.database.to_hex()
+            if name == "null":
+                return None
             if name in self.identities:
                 return self.identities[name].to_hex()
-        raise ValueError(f"unknown reference {text!r} (identities: {', '.join('$' + n for n in sorted(self.identities))}, $database, $now, $now+N)")
+        raise ValueError(f"unknown reference {text!r} (identities: {', '.join('$' + n for n in sorted(self.identities))}, $database, $null, $now, $now+N)")
 
     def show(self, value: Any) -> str:
         """A value for a message: identities by name, times in RFC 3339."""
         if isinstance(value, Identity):
             return self._names.get(value, value.abbreviated())
+        if isinstance(value, str) and len(value) == 64 and value in self._hex_names:
+            return self._hex_names[value]
         if isinstance(value, Timestamp):
             return value.isoformat()
         if isinstance(value, enum.Enum):
