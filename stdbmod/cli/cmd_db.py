@@ -10,10 +10,28 @@ import click
 import msgspec
 
 from ..runtime import Database
-from ..scenarios.loader import RETRY_SPEC, LoadedModule, ModuleSpecError, canonical_spec, load_module
+from ..scenarios.loader import (
+    RETRY_SPEC,
+    LoadedModule,
+    ModuleSpecError,
+    canonical_spec,
+    load_module,
+)
 from . import identity
-from .datadir import CONFIG_NAME, DataDirConfig, open_database, read_config, write_config
-from .options import CommandError, as_option, caller, data_option, json_option, module_option
+from .datadir import (
+    DataDirConfig,
+    open_database,
+    read_config,
+    write_config,
+)
+from .options import (
+    CommandError,
+    as_option,
+    caller,
+    data_option,
+    json_option,
+    module_option,
+)
 from .render import console, print_json, record_table
 
 
@@ -119,5 +137,3 @@ def tick(data: str, module: str | None, as_json: bool) -> None:
     else:
         console().print(f"fired {fired}; next due: {nxt.isoformat() if nxt else 'nothing scheduled'}")
 
-
-__all__ = ["publish", "call", "tick", "CONFIG_NAME"]

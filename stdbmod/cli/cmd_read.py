@@ -142,5 +142,3 @@ def log(data: str, module: str | None, start: int, limit: int | None, as_json: b
     ]
     console().print(table(["offset", "time", "kind", "reducer", "sender", "changes"], rows, short_ids=True))
 
-
-__all__ = ["sql", "logs", "log", "record_json"]

@@ -7,7 +7,7 @@ import dataclasses
 import click
 
 from ..scenarios import Report, load, run
-from .options import CommandError, json_option
+from .options import FailedError, json_option
 from .render import print_json
 
 _MARK = {"ok": ("ok  ", "green"), "failed": ("FAIL", "red"), "skipped": ("skip", "yellow")}
@@ -45,4 +45,4 @@ def replay(scenarios: tuple[str, ...], quiet: bool, as_json: bool) -> None:
         steps = sum(len(r.steps) for r in reports)
         click.echo(f"{len(reports)} scenario(s), {steps} step(s): {len(reports) - len(failed)} passed, {len(failed)} failed")
     if failed:
-        raise CommandError(f"{len(failed)} scenario(s) failed; first: {failed[0].source}: {failed[0].failure}", 1)
+        raise FailedError(f"{len(failed)} scenario(s) failed; first: {failed[0].source}: {failed[0].failure}")

@@ -14,7 +14,14 @@ import click
 from ..runtime import Database
 from ..types import Identity
 from .datadir import open_database
-from .options import CommandError, as_option, caller, data_option, json_option, module_option
+from .options import (
+    CommandError,
+    as_option,
+    caller,
+    data_option,
+    json_option,
+    module_option,
+)
 from .render import console, print_json, record_table, rows_table
 
 F = TypeVar("F", bound=Callable[..., Any])

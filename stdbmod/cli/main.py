@@ -20,7 +20,7 @@ from .cmd_identity import identity_group
 from .cmd_read import log, logs, sql
 from .cmd_replay import replay
 from .cmd_tasks import tasks
-from .options import CommandError
+from .options import CommandError, FailedError
 from .verify import verify
 
 
@@ -32,7 +32,8 @@ def _serve_command() -> click.Command:
         if e.name not in ("stdbmod.http", "stdbmod.http.cli"):
             raise
     else:
-        return serve_command
+        command: click.Command = serve_command
+        return command
 
     @click.command(name="serve", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
     def serve() -> None:
@@ -48,7 +49,7 @@ def _one_line(text: str) -> str:
 
 def _translate(e: BaseException) -> CommandError:
     if isinstance(e, (SenderError, ReducerFailed)):
-        return CommandError(str(e), 1)
+        return FailedError(str(e))
     if isinstance(e, (StdbError, OSError, ValueError, LookupError, TypeError)):
         text = str(e)
         if isinstance(e, OSError) and e.filename and e.strerror:

@@ -14,12 +14,18 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class CommandError(click.ClickException):
-    """One line on stderr and an exit code: 2 for bad usage or a failure to run, 1 for a
-    reducer's own error (its message)."""
+    """One line on stderr, exit 2: bad usage, or the command could not do its work."""
 
-    def __init__(self, message: str, exit_code: int = 2) -> None:
+    exit_code = 2
+
+    def __init__(self, message: str) -> None:
         super().__init__(" ".join(message.split()) or "error")
-        self.exit_code = exit_code
+
+
+class FailedError(CommandError):
+    """Exit 1: a reducer refused or failed (its message), or a check found a problem."""
+
+    exit_code = 1
 
 
 def data_option(f: F) -> F:

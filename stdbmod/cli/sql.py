@@ -124,7 +124,7 @@ def _parse(text: str, tables: dict[str, TableDef]) -> _Query:
 def _column(node: exp.Column, table: TableDef) -> str:
     if node.table and node.table != table.name:
         raise SqlError(f"{node.sql()}: only table {table.name} is in the query")
-    if node.name not in table.columns_by_name:  # type: ignore[attr-defined]
+    if node.name not in table.columns_by_name:
         raise SqlError(f"table {table.name} has no column {node.name!r}")
     return node.name
 
@@ -155,7 +155,7 @@ def _literal(node: exp.Expression) -> Any:
 def _typed(value: Any, table: TableDef, column: str) -> Any:
     if value is None:
         return None
-    col_type = table.columns[table.columns_by_name[column]].type  # type: ignore[attr-defined]
+    col_type = table.columns[table.columns_by_name[column]].type
     try:
         return codec.convert(value, col_type)
     except (msgspec.ValidationError, ValueError, TypeError):

@@ -19,10 +19,9 @@ from typing import Any, cast
 import click
 from lmdb import verify as lmdb_verify
 
-from ..runtime import CommitRecord, Database, apply_changes
-from ..runtime import spaces
+from ..runtime import CommitRecord, Database, apply_changes, spaces
 from .datadir import module_for
-from .options import CommandError, data_option, json_option, module_option
+from .options import FailedError, data_option, json_option, module_option
 from .render import console, print_json, progress, record_table
 
 
@@ -113,4 +112,4 @@ def verify(data: str, module: str | None, as_json: bool) -> None:
         for p in report.lmdb_problems:
             console().print(f"lmdb: {p}")
     if not report.ok:
-        raise CommandError("verification failed", 1)
+        raise FailedError("verification failed")

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import msgspec
 
-DEFAULT_START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+DEFAULT_START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 class Step(msgspec.Struct, tag_field="do", forbid_unknown_fields=True, kw_only=True):

@@ -18,7 +18,7 @@ from ..types import Identity, Timestamp
 from . import format as f
 from .loader import LoadedModule, load_module
 from .scripting import HandlerScript
-from .values import Resolver, column_types, field_mismatches, project, same, typed
+from .values import Resolver, column_types, field_mismatches, project, same
 
 ISSUER = "stdbmod-scenario"
 """Scenario identities are `Identity.from_claims(ISSUER, name)`: the same names give the same
@@ -85,7 +85,7 @@ def run(scenario: f.Scenario) -> Report:
         return report
     names = ["owner", *[n for n in scenario.identities if n != "owner"]]
     identities = {n: identity_of(n) for n in names}
-    start = scenario.start if scenario.start.tzinfo else scenario.start.replace(tzinfo=dt.timezone.utc)
+    start = scenario.start if scenario.start.tzinfo else scenario.start.replace(tzinfo=dt.UTC)
     clock = ManualClock(Timestamp.from_datetime(start))
     saved = dict(loaded.handlers) if loaded.handlers is not None else None
     with tempfile.TemporaryDirectory(prefix="stdbmod-scenario-") as where:
@@ -300,5 +300,3 @@ def _label(step: f.Step) -> str:
 def step_label(step: f.Step) -> str:
     return step.note or _label(step)
 
-
-__all__ = ["run", "Report", "StepResult", "identity_of", "typed"]

@@ -12,6 +12,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from .. import codec
 from ..module import Module
 from .format import Outcome
@@ -24,7 +26,10 @@ class ScriptError(RuntimeError):
 
 class HandlerScript:
     def __init__(self, module: Module, handlers: dict[str, Callable[..., Any]], resolve: Resolver) -> None:
-        from ..retry import GiveUp, RetryableError  # only scenarios that script handlers need it
+        from ..retry import (  # only scenarios that script handlers need it
+            GiveUp,
+            RetryableError,
+        )
 
         self._give_up = GiveUp
         self._retryable = RetryableError
@@ -78,7 +83,7 @@ class HandlerScript:
             row.setdefault(t.primary_key, 0)
         try:
             value = codec.convert(row, t.row_type)
-        except Exception as e:
+        except (msgspec.ValidationError, ValueError, TypeError) as e:
             self.problems.append(f"script write into {t.name}: {e}")
             raise ScriptError(str(e)) from None
         getattr(ctx.db, t.name).insert(value)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-import functools
 import re
 import typing
 from collections.abc import Mapping
@@ -40,7 +39,7 @@ class Resolver:
         if isinstance(value, str) and value.startswith("$"):
             return self._ref(value)
         if isinstance(value, dt.datetime):
-            return Timestamp.from_datetime(value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc))
+            return Timestamp.from_datetime(value if value.tzinfo else value.replace(tzinfo=dt.UTC))
         if isinstance(value, dict):
             return {k: self(v) for k, v in value.items()}
         if isinstance(value, list):
@@ -85,9 +84,14 @@ class Resolver:
         return repr(value)
 
 
-@functools.cache
+_TYPES: dict[type, dict[str, Any]] = {}
+
+
 def column_types(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    """A row type's column types (Annotated markers dropped), computed once per type."""
+    if cls not in _TYPES:
+        _TYPES[cls] = typing.get_type_hints(cls)
+    return _TYPES[cls]
 
 
 def typed(value: Any, typ: Any) -> Any:
