@@ -9,9 +9,10 @@ from .options import CommandError, json_option
 from .render import console, print_json, record_table
 
 
-def _print(ident: identity.LocalIdentity, as_json: bool) -> None:
+def _print(ident: identity.LocalIdentity, as_json: bool, token: str | None = None) -> None:
+    token = token or ident.token
     if as_json:
-        print_json({"identity": ident.identity, "token": ident.token})
+        print_json({"identity": ident.identity, "token": token})
         return
     console().print(
         record_table(
@@ -19,7 +20,7 @@ def _print(ident: identity.LocalIdentity, as_json: bool) -> None:
                 "identity": ident.identity,
                 "issuer": ident.issuer,
                 "subject": ident.subject,
-                "token": ident.token,
+                "token": token,
                 "file": str(identity.path()),
             }
         )
@@ -43,10 +44,17 @@ def new(force: bool, as_json: bool) -> None:
 
 
 @identity_group.command(name="show")
+@click.option(
+    "--data",
+    metavar="DIR",
+    type=click.Path(file_okay=False, exists=True, path_type=str),
+    default=None,
+    help="Print a token that `stdbmod serve --data DIR` accepts (signed with DIR/jwt.key).",
+)
 @json_option
-def show(as_json: bool) -> None:
+def show(data: str | None, as_json: bool) -> None:
     """Print the identity and token (--json: {"identity": ..., "token": ...})."""
     ident = identity.load()
     if ident is None:
         raise CommandError(f"no identity yet in {identity.path()}; make one with `stdbmod identity new`")
-    _print(ident, as_json)
+    _print(ident, as_json, identity.token_for_server(ident, data) if data else None)

@@ -1,10 +1,12 @@
 """The CLI's own identity, kept in a file in the user's config directory.
 
-The identity is SpacetimeDB's `Identity.from_claims(issuer, subject)` with the local issuer
-``stdbmod-cli`` and a random UUID subject, so it looks like any other stdbmod identity (hex
-``c200...``). The token is a JWT carrying those claims, signed (HS256) with a key that only this
-file holds: it proves nothing to anyone else, it only lets the claims travel as one string
-(``--as TOKEN``). `STDBMOD_HOME` replaces the config directory (tests, several users on one
+The identity is SpacetimeDB's `Identity.from_claims(issuer, subject)` with stdbmod's local issuer
+``stdbmod`` (the one `stdbmod serve` uses) and a random UUID subject, so it looks like any other
+stdbmod identity (hex ``c200...``). The stored token is a JWT carrying those claims, signed
+(HS256) with a key only this file holds: it proves nothing to anyone else, it only lets the
+claims travel as one string (``--as TOKEN``). For a server, `token_for_server` signs the same
+claims with that server's key (``DATA/jwt.key``), which the server accepts: same issuer, same
+subject, so the same identity, the owner of the databases this CLI published. `STDBMOD_HOME` replaces the config directory (tests, several users on one
 machine). The file is written with mode 0600 and replaced atomically.
 """
 
@@ -22,7 +24,7 @@ import platformdirs
 
 from ..types import Identity
 
-ISSUER = "stdbmod-cli"
+ISSUER = "stdbmod"  # stdbmod.http.auth.LOCAL_ISSUER: servers accept it
 AUDIENCE = "stdbmod"
 FILE_NAME = "identity.json"
 
@@ -107,6 +109,20 @@ def create(*, force: bool = False) -> LocalIdentity:
 
 def load_or_create() -> LocalIdentity:
     return load() or create()
+
+
+def token_for_server(ident: LocalIdentity, data: str) -> str:
+    """A token for `ident` that the HTTP server serving `data` accepts: the same claims, signed
+    with the server's key (created at DATA/jwt.key if absent, as `stdbmod serve` would)."""
+    try:
+        from ..http.auth import load_or_create_key
+    except ModuleNotFoundError as e:
+        if e.name not in ("stdbmod.http", "stdbmod.http.auth"):
+            raise
+        raise IdentityFileError("the HTTP front end (stdbmod.http) is not installed, so there is no server key to sign with") from None
+    key = load_or_create_key(data)
+    token: str = key.issue_token(key.claims(ident.subject, issuer=ident.issuer))
+    return token
 
 
 def parse_caller(text: str) -> Identity:
