@@ -18,7 +18,7 @@ from .render import console, print_json, table
 from .sql import run_sql
 
 
-@click.command()
+@click.command(short_help="Query tables with a SELECT.")
 @data_option
 @module_option
 @click.argument("query")
@@ -53,7 +53,7 @@ def _emit(lines: list[LogLine], as_json: bool) -> None:
     sys.stdout.flush()
 
 
-@click.command()
+@click.command(short_help="The database log (errors, tracebacks, module logs).")
 @data_option
 @module_option
 @click.option("-n", "--num-lines", "num", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
@@ -123,7 +123,7 @@ def _changes_text(rec: CommitRecord) -> str:
     return ", ".join(f"{c.table} +{len(c.inserts)} -{len(c.deletes)}" for c in rec.changes) or "(none)"
 
 
-@click.command()
+@click.command(short_help="The commit log: one record per committed transaction.")
 @data_option
 @module_option
 @click.option("--from", "start", type=click.IntRange(min=0), default=0, show_default=True, help="The first offset to show.")

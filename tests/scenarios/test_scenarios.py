@@ -228,3 +228,13 @@ def test_script_needs_a_retry_module() -> None:
     text = 'name = "x"\nmodule = "stdbmod.examples.bank"\nsteps = [{ do = "script", job_type = "j", outcomes = [] }]\n'
     report = run(decode(text.encode(), fmt="toml"))
     assert "has no task-retry handler registry to script" in (report.failure or "")
+
+
+def test_the_docs_example_passes() -> None:
+    import re
+
+    text = (SCENARIOS.parent / "docs" / "scenarios.md").read_text()
+    block = re.search(r"```toml\n(.*?)```", text, re.S)
+    assert block is not None
+    report = run(decode(block.group(1).encode(), fmt="toml", source="docs/scenarios.md"))
+    assert report.passed, report.failure
