@@ -15,7 +15,6 @@ from ..types import ConnectionId, Identity, Timestamp
 from .datadir import open_database
 from .options import as_option, caller, data_option, json_option, module_option
 from .render import console, print_json, table
-from .sql import run_sql
 
 
 @click.command(short_help="Query tables with a SELECT.")
@@ -28,6 +27,8 @@ def sql(data: str, module: str | None, query: str, as_: str | None, as_json: boo
     """Run a SELECT: WHERE on columns with AND/OR/NOT and comparisons, ORDER BY, LIMIT, COUNT(*).
 
     Private tables answer only the database owner (see --as)."""
+    from .sql import run_sql  # sqlglot is slow to import; only this command needs it
+
     who = caller(as_)
     with open_database(data, module) as (db, _):
         result = run_sql(db, query, who)
