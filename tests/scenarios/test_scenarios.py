@@ -238,3 +238,14 @@ def test_the_docs_example_passes() -> None:
     assert block is not None
     report = run(decode(block.group(1).encode(), fmt="toml", source="docs/scenarios.md"))
     assert report.passed, report.failure
+
+
+def test_expect_history_reads_as_an_admin() -> None:
+    refused = _run('[[steps]]\ndo = "expect_history"\nas = "alice"\ncount = 1\n')
+    assert "history: only an admin may read this" in (refused.failure or "")
+    granted = _run(
+        '[[steps]]\ndo = "call"\nreducer = "add_admin"\nargs = ["$alice"]\n'
+        '[[steps]]\ndo = "call"\nas = "alice"\nreducer = "remove_admin"\nargs = ["$owner"]\n'
+        '[[steps]]\ndo = "expect_history"\nas = "alice"\ncount = 1\n'
+    )
+    assert granted.passed, granted.failure
