@@ -54,7 +54,7 @@ def dec_hook(typ: type, obj: Any) -> Any:
         if isinstance(obj, (bytes, bytearray)):
             return typ(bytes(obj))
         if isinstance(obj, str):
-            return typ.from_hex(obj)  # type: ignore[attr-defined]
+            return typ.from_hex(obj)
         raise TypeError(f"expected a hex string for {typ.__name__}, got {type(obj).__name__}")
     if isinstance(obj, bool) or not isinstance(obj, (int, str)):
         raise TypeError(f"expected integer microseconds for {typ.__name__}, got {type(obj).__name__}")

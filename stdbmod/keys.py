@@ -46,7 +46,7 @@ def _int(value: int) -> bytes:
 
 
 def _float(value: float) -> bytes:
-    (bits,) = struct.unpack(">Q", struct.pack(">d", value))
+    bits: int = struct.unpack(">Q", struct.pack(">d", value))[0]
     bits = bits ^ 0xFFFFFFFFFFFFFFFF if bits & (1 << 63) else bits | (1 << 63)
     return bytes((_FLOAT,)) + bits.to_bytes(8, "big")
 

@@ -72,7 +72,7 @@ class Module:
         """Declare a client-callable reducer (or the target of a schedule table)."""
 
         def register(f: F) -> F:
-            self._add_reducer(build_reducer(f, "reducer", name))
+            self._add_reducer(build_reducer(f, "reducer", name, self._localns()))
             return f
 
         return register(func) if func is not None else register
@@ -83,7 +83,7 @@ class Module:
         self.reducers[r.name] = r
 
     def _lifecycle(self, kind: ReducerKind, func: F) -> F:
-        self.lifecycle[kind].append(build_reducer(func, kind))
+        self.lifecycle[kind].append(build_reducer(func, kind, None, self._localns()))
         return func
 
     def init(self, func: F) -> F:
@@ -95,6 +95,9 @@ class Module:
 
     def client_disconnected(self, func: F) -> F:
         return self._lifecycle("client_disconnected", func)
+
+    def _localns(self) -> dict[str, Any]:
+        return {t.row_type.__name__: t.row_type for t in self.tables.values()}
 
     # --- composition ---------------------------------------------------------------------------
 

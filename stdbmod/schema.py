@@ -47,7 +47,7 @@ _KEYABLE = (int, str, bytes, bool, float, Identity, ConnectionId, Timestamp, Tim
 
 ReducerKind = Literal["reducer", "init", "client_connected", "client_disconnected", "scheduled"]
 LIFECYCLE: tuple[ReducerKind, ...] = ("init", "client_connected", "client_disconnected")
-TABLE_METHODS = frozenset({"insert", "try_insert", "iter", "count", "delete", "update", "clear", "name"})
+TABLE_METHODS = frozenset({"insert", "try_insert", "iter", "count", "delete", "update", "clear"})
 
 
 def snake_case(name: str) -> str:
@@ -220,7 +220,7 @@ class ReducerDef:
     def __post_init__(self) -> None:
         spec = [(n, t) if d is inspect.Parameter.empty else (n, t, d) for n, t, d in self.params]
         try:
-            self.args_type = msgspec.defstruct(f"{self.name}_args", spec, array_like=True)
+            self.args_type = msgspec.defstruct(f"{self.name}_args", spec, array_like=True, forbid_unknown_fields=True)
             self.json_decoder = codec.json_decoder(self.args_type)
             self.msgpack_decoder = codec.msgpack_decoder(self.args_type)
         except TypeError as e:
@@ -238,13 +238,20 @@ class ReducerDef:
         }
 
 
-def build_reducer(func: Callable[..., Any], kind: ReducerKind, name: str | None = None) -> ReducerDef:
+def build_reducer(
+    func: Callable[..., Any], kind: ReducerKind, name: str | None = None, localns: dict[str, Any] | None = None
+) -> ReducerDef:
+    """`localns` resolves annotations naming the module's row types (tables declared inside a
+    function are not in the reducer's globals)."""
     rname = name or func.__name__
     sig = inspect.signature(func)
     params = list(sig.parameters.values())
     if not params:
         raise SchemaError(f"reducer {rname} must take the context as its first parameter")
-    hints = typing.get_type_hints(func)
+    try:
+        hints = typing.get_type_hints(func, localns=localns)
+    except NameError as e:
+        raise SchemaError(f"reducer {rname}: cannot resolve a parameter type ({e})") from None
     out: list[tuple[str, Any, Any]] = []
     for p in params[1:]:
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):

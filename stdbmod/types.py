@@ -58,12 +58,12 @@ class _Bytes:
         return f"{type(self).__name__}.from_hex({self._b.hex()!r})"
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other._b == self._b  # type: ignore[attr-defined]
+        return type(other) is type(self) and other._b == self._b
 
     def __lt__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self._b < other._b  # type: ignore[attr-defined, no-any-return]
+        return self._b < other._b
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self._b))
@@ -119,27 +119,27 @@ class _Micros:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.micros == self.micros  # type: ignore[attr-defined]
+        return type(other) is type(self) and other.micros == self.micros
 
     def __lt__(self, other: Any) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self.micros < other.micros  # type: ignore[no-any-return]
+        return self.micros < other.micros
 
     def __le__(self, other: Any) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self.micros <= other.micros  # type: ignore[no-any-return]
+        return self.micros <= other.micros
 
     def __gt__(self, other: Any) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self.micros > other.micros  # type: ignore[no-any-return]
+        return self.micros > other.micros
 
     def __ge__(self, other: Any) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self.micros >= other.micros  # type: ignore[no-any-return]
+        return self.micros >= other.micros
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.micros))

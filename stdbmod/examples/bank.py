@@ -50,7 +50,8 @@ def open_account(ctx: ReducerContext, deposit: int) -> int:
         raise SenderError("a deposit cannot be negative")
     if ctx.db.account.owner.find(ctx.sender) is not None:
         raise SenderError("you already have an account")
-    return ctx.db.account.insert(Account(0, ctx.sender, deposit)).id
+    account: Account = ctx.db.account.insert(Account(0, ctx.sender, deposit))
+    return account.id
 
 
 @bank.reducer

@@ -67,10 +67,6 @@ class TableHandle:
         self._t = table
         self._space = spaces.rows(table.name)
 
-    @property
-    def name(self) -> str:
-        return self._t.name
-
     def _decode(self, raw: bytes) -> Any:
         return self._t.decoder.decode(raw)
 
@@ -188,7 +184,7 @@ class BTreeIndex:
         """Rows whose indexed columns match `spec` (a value, a `Range`, or a tuple prefix whose
         last element may be a `Range`), in index order."""
         if self._primary:
-            for key, raw in self._h._view.txn.scan(self._space, *key_bounds(spec, 1), reverse):  # type: ignore[misc]
+            for key, raw in self._h._view.txn.scan(self._space, *key_bounds(spec, 1), reverse):
                 yield self._h._decode(raw)
             return
         for pk_key in self._pk_keys(spec, reverse):
@@ -231,7 +227,7 @@ class UniqueColumn(BTreeIndex):
             return h.insert(row)
         return h._replace(pk_key, old, row)
 
-    def delete(self, value: Any) -> bool:  # type: ignore[override]
+    def delete(self, value: Any) -> bool:
         """Delete the row with this value; whether there was one."""
         pk_key = self._pk_key_of(value)
         return pk_key is not None and self._h._delete_at(pk_key)

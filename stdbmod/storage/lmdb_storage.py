@@ -183,6 +183,7 @@ class LmdbStorage(Storage):
             raise
         self._dbs: dict[str, Any] = {}
         self._open_existing()
+        self._closed = False
 
     def _open_existing(self) -> None:
         with _translated(), self._env.begin() as txn:
@@ -231,8 +232,8 @@ class LmdbStorage(Storage):
             self._env.sync(True)
 
     def close(self) -> None:
-        if self._env is not None:
+        if not self._closed:
+            self._closed = True
             self._env.close()
-            self._env = None
             with _open_lock:
                 _open_envs.discard(self._ident)

@@ -1,0 +1,122 @@
+"""The write path: answers only after the commit, map growth, commit failures, panics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stdbmod import Database, Identity, ManualClock
+from stdbmod.errors import StorageError, StoragePanic
+from stdbmod.examples.bank import bank
+from stdbmod.storage import LmdbStorage, Storage, WriteTxn
+from tests.conftest import OWNER
+
+
+class Recording(Storage):
+    """Wraps a storage; records commits of top-level transactions, and can fail the next one."""
+
+    def __init__(self, inner: LmdbStorage) -> None:
+        self.inner = inner
+        self.events: list[str] = []
+        self.fail_next: Exception | None = None
+
+    def ensure_spaces(self, names: Iterable[str]) -> None:
+        self.inner.ensure_spaces(names)
+
+    def begin_read(self) -> Any:
+        return self.inner.begin_read()
+
+    def begin_write(self) -> WriteTxn:
+        outer = self.inner.begin_write()
+        me = self
+        real_commit = outer.commit
+
+        def commit() -> None:
+            if me.fail_next is not None:
+                e, me.fail_next = me.fail_next, None
+                outer.abort()
+                raise e
+            real_commit()
+            me.events.append("commit")
+
+        outer.commit = commit  # type: ignore[method-assign]
+        return outer
+
+    def grow(self) -> None:
+        self.inner.grow()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_call_is_answered_only_after_its_commit(tmp_path: Path) -> None:
+    storage = Recording(LmdbStorage(str(tmp_path)))
+    db = Database.create(storage, bank, owner=OWNER, clock=ManualClock())
+    fut = db.submit("open_account", 5, sender=OWNER)
+    fut.add_done_callback(lambda f: storage.events.append("answered"))
+    fut.result()
+    assert storage.events[-2:] == ["commit", "answered"]
+    db.close()
+
+
+def test_a_failed_commit_is_never_a_success_and_changes_nothing(tmp_path: Path) -> None:
+    storage = Recording(LmdbStorage(str(tmp_path)))
+    db = Database.create(storage, bank, owner=OWNER, clock=ManualClock())
+    before = db.state_hash()
+    storage.fail_next = StorageError("LMDB: mdb_txn_commit: Input/output error")
+    with pytest.raises(StorageError, match="Input/output"):
+        db.call("open_account", 5, sender=OWNER)
+    assert db.state_hash() == before
+    db.call("open_account", 5, sender=OWNER)  # the next one works
+    assert db.state_hash() != before
+    db.close()
+
+
+def test_a_panic_fails_the_database_for_good(tmp_path: Path) -> None:
+    storage = Recording(LmdbStorage(str(tmp_path)))
+    db = Database.create(storage, bank, owner=OWNER, clock=ManualClock())
+    panics: list[StoragePanic] = []
+    db._core.on_panic = panics.append
+    storage.fail_next = StoragePanic("LMDB panic")
+    with pytest.raises(StoragePanic):
+        db.call("open_account", 5, sender=OWNER)
+    with pytest.raises(StoragePanic):
+        db.call("open_account", 6, sender=OWNER)
+    assert len(panics) == 1
+    db.close()
+    db = Database.open(tmp_path, bank)
+    with db.read() as v:
+        assert v.db.account.count() == 0
+    db.close()
+
+
+def test_the_map_grows_without_losing_a_write(tmp_path: Path) -> None:
+    db = Database.create(tmp_path, bank, owner=OWNER, clock=ManualClock(), map_size=1 << 17)
+    start = db.storage.map_size  # type: ignore[attr-defined]
+    people = [Identity.from_claims("grow", str(i)) for i in range(600)]
+    futures = [db.submit("open_account", i, sender=p) for i, p in enumerate(people)]
+    for f in futures:
+        f.result()
+    assert db.storage.map_size > start  # type: ignore[attr-defined]
+    with db.read() as v:
+        assert v.db.account.count() == 600
+    assert len(db.commit_log()) == 601
+    db.close()
+    db = Database.open(tmp_path, bank)
+    with db.read() as v:
+        assert sorted(a.balance for a in v.db.account.iter()) == list(range(600))
+    db.close()
+
+
+def test_acknowledged_writes_survive_reopen(tmp_path: Path) -> None:
+    db = Database.create(tmp_path, bank, owner=OWNER, clock=ManualClock())
+    for i in range(20):
+        db.call("open_account", i, sender=Identity.from_claims("r", str(i)))
+    h = db.state_hash()
+    db.close()
+    db = Database.open(tmp_path, bank)
+    assert db.state_hash() == h
+    db.close()

@@ -1,0 +1,146 @@
+"""Declaring modules: what is accepted and what is refused, with the reason."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+import pytest
+
+from stdbmod import Index, Module, PrimaryKey, ReducerContext, ScheduleAt, Unique
+from stdbmod.errors import SchemaError
+
+
+def test_table_name_is_snake_case_and_describe_lists_constraints() -> None:
+    m = Module("m")
+
+    @m.table(public=True, indexes={"by_ab": ("a", "b")})
+    class UserProfile(msgspec.Struct):
+        id: Annotated[int, PrimaryKey(auto_inc=True)]
+        email: Annotated[str, Unique()]
+        a: Annotated[int, Index()]
+        b: str
+
+    d = m.tables["user_profile"].describe()
+    assert d["primary_key"] == "id" and d["auto_inc"] and d["public"]
+    assert d["indexes"] == {
+        "a": {"columns": ["a"], "unique": False},
+        "by_ab": {"columns": ["a", "b"], "unique": False},
+        "email": {"columns": ["email"], "unique": True},
+    }
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("x: int", "needs a PrimaryKey"),
+        ("a: Annotated[int, PrimaryKey()]\n    b: Annotated[int, PrimaryKey()]", "two primary keys"),
+        ("a: Annotated[str, PrimaryKey(auto_inc=True)]", "auto_inc needs an int"),
+        ("a: Annotated[int, PrimaryKey()]\n    b: Annotated[list[int], Index()]", "cannot be indexed"),
+        ("count: Annotated[int, PrimaryKey()]", "may not be named"),
+    ],
+)
+def test_bad_tables_are_refused(body: str, message: str) -> None:
+    ns: dict[str, Any] = {"msgspec": msgspec, "Annotated": Annotated, "PrimaryKey": PrimaryKey, "Index": Index}
+    exec(compile(f"class T(msgspec.Struct):\n    {body}\n", "<t>", "exec", dont_inherit=True), ns)
+    with pytest.raises(SchemaError, match=message):
+        Module("m").table(ns["T"])
+
+
+def test_a_table_must_be_a_struct() -> None:
+    with pytest.raises(SchemaError, match="msgspec.Struct"):
+        Module("m").table(dict)
+
+
+def test_multi_column_index_names_real_columns() -> None:
+    class T(msgspec.Struct):
+        id: Annotated[int, PrimaryKey()]
+
+    with pytest.raises(SchemaError, match="unknown columns"):
+        Module("m").table(T, indexes={"ix": ("id", "nope")})
+
+
+def test_schedule_tables_need_scheduled_id_and_at() -> None:
+    class Bad(msgspec.Struct):
+        id: Annotated[int, PrimaryKey(auto_inc=True)]
+        scheduled_at: ScheduleAt
+
+    with pytest.raises(SchemaError, match="scheduled_id"):
+        Module("m").table(Bad, scheduled="tick")
+
+
+def test_schedule_table_must_name_a_reducer_taking_its_row() -> None:
+    m = Module("m")
+
+    @m.table(scheduled="tick")
+    class Timer(msgspec.Struct):
+        scheduled_id: Annotated[int, PrimaryKey(auto_inc=True)]
+        scheduled_at: ScheduleAt
+
+    with pytest.raises(SchemaError, match="unknown reducer"):
+        m.finalize()
+
+    @m.reducer
+    def tick(ctx: ReducerContext, timer: Timer) -> None: ...
+
+    m.finalize()
+    assert m.reducers["tick"].kind == "scheduled" and not m.reducers["tick"].client_callable
+
+
+def test_reducers_need_typed_positional_parameters() -> None:
+    m = Module("m")
+    with pytest.raises(SchemaError, match="type annotation"):
+
+        @m.reducer
+        def f(ctx, x):  # type: ignore[no-untyped-def]
+            ...
+
+    with pytest.raises(SchemaError, match="positional"):
+
+        @m.reducer
+        def g(ctx: ReducerContext, *, x: int) -> None: ...
+
+    with pytest.raises(SchemaError, match="context"):
+
+        @m.reducer
+        def h() -> None: ...
+
+    with pytest.raises(SchemaError, match="only the context"):
+
+        @m.init
+        def i(ctx: ReducerContext, x: int) -> None: ...
+
+
+def test_duplicate_names_are_refused_also_through_include() -> None:
+    a, b = Module("a"), Module("b")
+
+    @a.reducer
+    def f(ctx: ReducerContext) -> None: ...
+
+    with pytest.raises(SchemaError, match="twice"):
+        a.reducer(f)
+
+    @b.reducer(name="f")
+    def other(ctx: ReducerContext) -> None: ...
+
+    with pytest.raises(SchemaError, match="twice"):
+        a.include(b)
+
+
+def test_include_merges_tables_reducers_and_init_hooks() -> None:
+    lib, app = Module("lib"), Module("app")
+
+    @lib.table
+    class Thing(msgspec.Struct):
+        id: Annotated[int, PrimaryKey()]
+
+    @lib.init
+    def lib_init(ctx: ReducerContext) -> None: ...
+
+    @app.init
+    def app_init(ctx: ReducerContext) -> None: ...
+
+    app.include(lib)
+    assert "thing" in app.tables
+    assert [r.name for r in app.lifecycle["init"]] == ["app_init", "lib_init"]
+    assert app.table_for(Thing).name == "thing"

@@ -1,0 +1,145 @@
+"""Publishing, init, reopening, and schema changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
+import pytest
+
+from stdbmod import Database, Index, ManualClock, Module, PrimaryKey, ReducerContext
+from stdbmod.errors import CallError, DatabaseAlreadyOpen, DatabaseNotFound, SchemaMismatch
+from tests.conftest import ALICE, OWNER
+
+
+def make_module(extra_column: bool = False, int_name: bool = False, extra_table: bool = False, indexed: bool = False) -> Module:
+    m = Module("pub")
+
+    if int_name:
+
+        class Row(msgspec.Struct):
+            id: Annotated[int, PrimaryKey(auto_inc=True)]
+            name: int
+
+    elif extra_column:
+
+        class Row(msgspec.Struct):  # type: ignore[no-redef]
+            id: Annotated[int, PrimaryKey(auto_inc=True)]
+            name: str
+            tag: str = "none"
+
+    elif indexed:
+
+        class Row(msgspec.Struct):  # type: ignore[no-redef]
+            id: Annotated[int, PrimaryKey(auto_inc=True)]
+            name: Annotated[str, Index()]
+
+    else:
+
+        class Row(msgspec.Struct):  # type: ignore[no-redef]
+            id: Annotated[int, PrimaryKey(auto_inc=True)]
+            name: str
+
+    m.table(Row)
+
+    if extra_table:
+
+        @m.table
+        class Other(msgspec.Struct):
+            id: Annotated[int, PrimaryKey()]
+
+    @m.init
+    def init(ctx: ReducerContext) -> None:
+        ctx.db.row.insert(Row(0, ctx.sender.to_hex() if not int_name else 1))  # type: ignore[arg-type]
+
+    @m.reducer
+    def add(ctx: ReducerContext, name: str) -> None:
+        ctx.db.row.insert(Row(0, name))  # type: ignore[arg-type]
+
+    return m
+
+
+def rows(db: Database) -> list[object]:
+    with db.read() as v:
+        return [r.name for r in v.db.row.iter()]
+
+
+def test_init_runs_once_as_the_publisher(tmp_path: Path) -> None:
+    db = Database.create(tmp_path, make_module(), owner=OWNER, clock=ManualClock())
+    assert rows(db) == [OWNER.to_hex()] and db.owner == OWNER
+    identity = db.identity
+    db.close()
+    db = Database.open(tmp_path, make_module(), clock=ManualClock())
+    assert rows(db) == [OWNER.to_hex()]
+    assert db.identity == identity and db.owner == OWNER and db.name == "pub"
+    assert [r.kind for r in db.commit_log()] == ["init"]
+    db.close()
+
+
+def test_a_failing_init_fails_the_publish_and_leaves_nothing(tmp_path: Path) -> None:
+    m = Module("bad")
+
+    @m.init
+    def init(ctx: ReducerContext) -> None:
+        raise RuntimeError("no")
+
+    from stdbmod.errors import ReducerFailed
+
+    with pytest.raises(ReducerFailed):
+        Database.create(tmp_path, m, owner=OWNER)
+    with pytest.raises(DatabaseNotFound):
+        Database.open(tmp_path, m)
+
+
+def test_publishing_over_an_existing_database_is_refused(tmp_path: Path) -> None:
+    Database.create(tmp_path, make_module(), owner=OWNER).close()
+    with pytest.raises(CallError, match="already exists"):
+        Database.create(tmp_path, make_module(), owner=ALICE)
+
+
+def test_names_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(CallError, match="must match"):
+        Database.create(tmp_path, make_module(), owner=OWNER, name="Bad Name!")
+
+
+def test_opening_nothing_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(DatabaseNotFound):
+        Database.open(tmp_path / "missing", make_module())
+
+
+def test_opening_twice_in_one_process_is_refused(tmp_path: Path) -> None:
+    db = Database.create(tmp_path, make_module(), owner=OWNER)
+    with pytest.raises(DatabaseAlreadyOpen):
+        Database.open(tmp_path, make_module())
+    db.close()
+
+
+def test_an_incompatible_change_is_refused_naming_table_and_column(tmp_path: Path) -> None:
+    Database.create(tmp_path, make_module(), owner=OWNER).close()
+    with pytest.raises(SchemaMismatch, match=r"table row: column name changed type from str to int"):
+        Database.open(tmp_path, make_module(int_name=True))
+    with pytest.raises(SchemaMismatch, match=r"table row: indexes changed"):
+        Database.open(tmp_path, make_module(indexed=True))
+    empty = Module("pub")
+    with pytest.raises(SchemaMismatch, match="table row holds data"):
+        Database.open(tmp_path, empty)
+    # refused opens leave it usable with the right module
+    db = Database.open(tmp_path, make_module())
+    db.close()
+
+
+def test_adding_a_table_or_a_defaulted_column_is_allowed(tmp_path: Path) -> None:
+    db = Database.create(tmp_path, make_module(), owner=OWNER)
+    db.call("add", "x", sender=ALICE)
+    db.close()
+    db = Database.open(tmp_path, make_module(extra_table=True, extra_column=False))
+    db.close()
+    db = Database.open(tmp_path, make_module(extra_table=True, extra_column=True))
+    with db.read() as v:
+        assert [r.tag for r in v.db.row.iter()] == ["none", "none"]
+    db.call("add", "y", sender=ALICE)
+    db.close()
+    db = Database.open(tmp_path, make_module(extra_table=True, extra_column=True))
+    assert rows(db) == [OWNER.to_hex(), "x", "y"]
+    db.close()

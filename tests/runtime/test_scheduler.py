@@ -1,0 +1,174 @@
+"""Schedule tables: one-shot and interval rows, who runs them, cleanup, cancellation, the loop."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Annotated
+
+import msgspec
+import pytest
+
+from stdbmod import At, Database, Every, Identity, ManualClock, Module, PrimaryKey, ReducerContext, ScheduleAt, Scheduler, SenderError, TimeDuration, Timestamp
+from stdbmod.errors import NoSuchReducer
+from tests.conftest import ALICE
+
+m = Module("sched")
+
+
+@m.table(scheduled="fire")
+class Timer(msgspec.Struct):
+    scheduled_id: Annotated[int, PrimaryKey(auto_inc=True)]
+    scheduled_at: ScheduleAt
+    label: str
+
+
+@m.table
+class Fired(msgspec.Struct):
+    id: Annotated[int, PrimaryKey(auto_inc=True)]
+    label: str
+    sender: Identity
+    has_connection: bool
+    timestamp: Timestamp
+    saw_own_row: bool
+
+
+@m.reducer
+def fire(ctx: ReducerContext, timer: Timer) -> None:
+    ctx.require_scheduler()
+    ctx.db.fired.insert(Fired(0, timer.label, ctx.sender, ctx.connection_id is not None, ctx.timestamp, ctx.db.timer.scheduled_id.find(timer.scheduled_id) is not None))
+    if timer.label.startswith("fail"):
+        raise SenderError("scheduled failure")
+    if timer.label == "reschedule":
+        ctx.db.timer.scheduled_id.update(msgspec.structs.replace(timer, scheduled_at=At(ctx.timestamp + TimeDuration.from_seconds(5)), label="rescheduled"))
+
+
+@m.reducer
+def schedule(ctx: ReducerContext, label: str, seconds: float, repeat: bool) -> int:
+    d = TimeDuration.from_seconds(seconds)
+    at: ScheduleAt = Every(d) if repeat else At(ctx.timestamp + d)
+    row = ctx.db.timer.insert(Timer(0, at, label))
+    if label == "rollback":
+        raise SenderError("the insert rolls back, so the timer never fires")
+    return int(row.scheduled_id)
+
+
+@m.reducer
+def cancel(ctx: ReducerContext, scheduled_id: int) -> None:
+    ctx.db.timer.scheduled_id.delete(scheduled_id)
+
+
+def fired(db: Database) -> list[Fired]:
+    with db.read() as v:
+        return list(v.db.fired.iter())
+
+
+def timers(db: Database) -> list[Timer]:
+    with db.read() as v:
+        return list(v.db.timer.iter())
+
+
+@pytest.fixture
+def db(make_db: Callable[..., Database]) -> Database:
+    return make_db(m)
+
+
+def test_one_shot_fires_at_its_time_as_the_database(db: Database, clock: ManualClock) -> None:
+    db.call("schedule", "once", 10, False, sender=ALICE)
+    due = db.next_due()
+    assert due == clock.now() + TimeDuration.from_seconds(10)
+    clock.advance(9.999)
+    assert db.run_due() == 0 and fired(db) == []
+    clock.advance(0.001)
+    assert db.run_due() == 1
+    [f] = fired(db)
+    assert (f.label, f.sender, f.has_connection, f.timestamp, f.saw_own_row) == ("once", db.identity, False, due, True)
+    assert timers(db) == [] and db.next_due() is None
+    rec = db.commit_log()[-1]
+    assert rec.kind == "scheduled" and rec.reducer == "fire"
+    assert {c.table for c in rec.changes} == {"fired", "timer"}  # deleted in the same transaction
+
+
+def test_a_late_fire_uses_now_as_its_timestamp(db: Database, clock: ManualClock) -> None:
+    db.call("schedule", "late", 1, False, sender=ALICE)
+    clock.advance(100)
+    db.run_due()
+    assert fired(db)[0].timestamp == clock.now()
+
+
+def test_a_failed_one_shot_is_deleted_in_its_own_transaction(db: Database, clock: ManualClock) -> None:
+    db.call("schedule", "fail-once", 1, False, sender=ALICE)
+    clock.advance(1)
+    assert db.run_due() == 1
+    assert fired(db) == [] and timers(db) == []
+    rec = db.commit_log()[-1]
+    assert rec.kind == "schedule_cleanup" and [c.table for c in rec.changes] == ["timer"]
+    assert db.logs()[-1].message == "scheduled failure"
+    clock.advance(100)
+    assert db.run_due() == 0  # no automatic retry
+
+
+def test_intervals_repeat_and_skip_missed_ticks(db: Database, clock: ManualClock) -> None:
+    start = clock.now()
+    db.call("schedule", "tick", 10, True, sender=ALICE)
+    clock.advance(10)
+    db.run_due()
+    clock.advance(35)  # ticks at 20, 30, 40 were missed: one run now, next at 50
+    db.run_due()
+    assert len(fired(db)) == 2
+    assert db.next_due() == start + TimeDuration.from_seconds(50)
+    assert len(timers(db)) == 1
+
+
+def test_a_failing_interval_keeps_running(db: Database, clock: ManualClock) -> None:
+    db.call("schedule", "fail-tick", 10, True, sender=ALICE)
+    for _ in range(3):
+        clock.advance(10)
+        assert db.run_due() == 1
+    assert len(timers(db)) == 1 and len(db.logs()) == 3
+
+
+def test_a_rolled_back_insert_never_fires(db: Database, clock: ManualClock) -> None:
+    with pytest.raises(SenderError):
+        db.call("schedule", "rollback", 0, False, sender=ALICE)
+    assert db.next_due() is None
+    clock.advance(10)
+    assert db.run_due() == 0
+
+
+def test_deleting_a_row_cancels_and_updating_it_reschedules(db: Database, clock: ManualClock) -> None:
+    sid = db.call("schedule", "cancel-me", 5, False, sender=ALICE)
+    db.call("cancel", sid, sender=ALICE)
+    db.call("schedule", "reschedule", 1, False, sender=ALICE)
+    clock.advance(1)
+    db.run_due()
+    [row] = timers(db)
+    assert row.label == "rescheduled" and db.next_due() == clock.now() + TimeDuration.from_seconds(5)
+    clock.advance(5)
+    db.run_due()
+    assert [f.label for f in fired(db)] == ["reschedule", "rescheduled"] and timers(db) == []
+
+
+def test_scheduled_reducers_cannot_be_called_by_clients(db: Database) -> None:
+    with pytest.raises(NoSuchReducer):
+        db.call("fire", {"scheduled_id": 1, "scheduled_at": {"type": "time", "time": 0}, "label": "x"}, sender=ALICE)
+
+
+def test_the_loop_wakes_when_an_earlier_row_is_inserted(db: Database, clock: ManualClock) -> None:
+    db.call("schedule", "far", 3600, False, sender=ALICE)
+    sched = Scheduler(db).start()
+    try:
+        done = threading.Event()
+        original = db._core.on_commit
+
+        def watch(records: list[object]) -> None:
+            if any(getattr(r, "kind", "") == "scheduled" for r in records):
+                done.set()
+
+        db._core.on_commit = watch
+        db.call("schedule", "now", 0, False, sender=ALICE)  # due at once: the loop must wake for it
+        assert done.wait(timeout=30), "the scheduler did not wake up for the earlier row"
+        assert [f.label for f in fired(db)] == ["now"]
+        db._core.on_commit = original
+    finally:
+        sched.stop()

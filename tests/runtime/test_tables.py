@@ -1,0 +1,168 @@
+"""Table handles: insert, find, update, delete, filter (equality, prefix, range), iter, count."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import msgspec
+import pytest
+
+from stdbmod import Database, Identity, Index, Module, PrimaryKey, Range, ReducerContext, Unique
+from stdbmod.errors import KeyTooLarge, RowNotFound, UniqueConstraintViolation
+from tests.conftest import OWNER
+
+m = Module("tables")
+
+
+@m.table(indexes={"by_owner_kind": ("owner", "kind")})
+class Item(msgspec.Struct):
+    id: Annotated[int, PrimaryKey(auto_inc=True)]
+    sku: Annotated[str, Unique()]
+    owner: Identity
+    kind: str
+    price: Annotated[int, Index()]
+    note: Annotated[str | None, Index()] = None
+
+
+@m.reducer
+def run(ctx: ReducerContext, code: str) -> Any:
+    """Run a snippet against ctx.db inside one transaction (the tests' probe)."""
+    env: dict[str, Any] = {"ctx": ctx, "db": ctx.db, "Item": Item, "Range": Range, "msgspec": msgspec}
+    exec(code, env)
+    return env.get("result")
+
+
+A = Identity.from_claims("t", "a")
+B = Identity.from_claims("t", "b")
+
+
+@pytest.fixture
+def db(make_db: Callable[..., Database]) -> Database:
+    d = make_db(m)
+    d.call(
+        "run",
+        """
+for i, (owner, kind, price) in enumerate([("a", "hat", 5), ("a", "hat", 3), ("a", "shoe", 9), ("b", "hat", 7), ("b", "sock", 1)]):
+    db.item.insert(Item(0, f"sku{i}", ctx.sender if owner == "a" else ctx.identity, kind, price))
+""",
+        sender=A,
+    )
+    return d
+
+
+def q(db: Database, code: str) -> Any:
+    return db.call("run", code, sender=A)
+
+
+def test_insert_fills_auto_inc_and_returns_the_row(db: Database) -> None:
+    assert q(db, "result = db.item.insert(Item(0, 'new', ctx.sender, 'x', 1)).id") == 6
+    assert q(db, "result = db.item.insert(Item(100, 'explicit', ctx.sender, 'x', 1)).id") == 100
+    # the sequence moved past the explicit key, so auto_inc never collides with it
+    assert q(db, "result = db.item.insert(Item(0, 'after', ctx.sender, 'x', 1)).id") == 101
+
+
+def test_unique_violations_raise_and_write_nothing(db: Database) -> None:
+    with pytest.raises(UniqueConstraintViolation, match="item.sku"):
+        q(db, "db.item.insert(Item(0, 'sku0', ctx.sender, 'x', 1))")
+    with pytest.raises(UniqueConstraintViolation, match="item.id"):
+        q(db, "db.item.insert(Item(1, 'other', ctx.sender, 'x', 1))")
+    assert q(db, "result = db.item.count()") == 5
+
+
+def test_inserting_an_identical_row_is_a_no_op(db: Database) -> None:
+    assert q(db, "r = db.item.id.find(1); db.item.insert(r); result = db.item.count()") == 5
+
+
+def test_find_by_primary_key_and_unique_column(db: Database) -> None:
+    assert q(db, "result = db.item.id.find(2).sku") == "sku1"
+    assert q(db, "result = db.item.sku.find('sku3').id") == 4
+    assert q(db, "result = (db.item.id.find(99), db.item.sku.find('nope'))") == (None, None)
+
+
+def test_update_by_primary_key_and_by_unique_column(db: Database) -> None:
+    q(db, "db.item.id.update(msgspec.structs.replace(db.item.id.find(1), price=50))")
+    assert q(db, "result = [r.id for r in db.item.price.filter(50)]") == [1]
+    assert q(db, "result = [r.id for r in db.item.price.filter(5)]") == []  # the old index entry is gone
+    q(db, "db.item.sku.update(msgspec.structs.replace(db.item.sku.find('sku1'), kind='boot'))")
+    assert q(db, "result = db.item.id.find(2).kind") == "boot"
+
+
+def test_update_of_a_missing_row_raises(db: Database) -> None:
+    with pytest.raises(RowNotFound):
+        q(db, "db.item.id.update(Item(99, 'z', ctx.sender, 'x', 1))")
+
+
+def test_update_into_another_rows_unique_value_raises(db: Database) -> None:
+    with pytest.raises(UniqueConstraintViolation):
+        q(db, "db.item.id.update(msgspec.structs.replace(db.item.id.find(1), sku='sku2'))")
+    assert q(db, "result = db.item.id.find(1).sku") == "sku0"
+
+
+def test_delete_by_key_by_row_and_by_index(db: Database) -> None:
+    assert q(db, "result = db.item.id.delete(1)") is True
+    assert q(db, "result = db.item.id.delete(1)") is False
+    assert q(db, "result = db.item.sku.delete('sku1')") is True
+    assert q(db, "result = db.item.delete(db.item.id.find(3))") is True
+    assert q(db, "result = db.item.by_owner_kind.delete((ctx.identity,))") == 2
+    assert q(db, "result = db.item.count()") == 0
+    assert q(db, "result = list(db.item.sku.filter(Range()))") == []
+
+
+def test_filter_equality_prefix_and_range(db: Database) -> None:
+    assert q(db, "result = [r.sku for r in db.item.by_owner_kind.filter((ctx.sender, 'hat'))]") == ["sku0", "sku1"]
+    assert q(db, "result = [r.sku for r in db.item.by_owner_kind.filter((ctx.sender,))]") == ["sku0", "sku1", "sku2"]
+    assert q(db, "result = [r.price for r in db.item.price.filter(Range(3, 7))]") == [3, 5]
+    assert q(db, "result = [r.price for r in db.item.price.filter(Range(3, 7, lo_inclusive=False, hi_inclusive=True))]") == [5, 7]
+    assert q(db, "result = [r.price for r in db.item.price.filter(Range(hi=5))]") == [1, 3]
+    assert q(db, "result = [r.price for r in db.item.price.filter(Range(lo=7), reverse=True)]") == [9, 7]
+    assert q(db, "result = [r.kind for r in db.item.by_owner_kind.filter((ctx.sender, Range('hat', 'sock')))]") == ["hat", "hat", "shoe"]
+    assert q(db, "result = [r.id for r in db.item.id.filter(Range(2, 4))]") == [2, 3]
+
+
+def test_optional_columns_index_none_first(db: Database) -> None:
+    q(db, "db.item.id.update(msgspec.structs.replace(db.item.id.find(5), note='x'))")
+    assert q(db, "result = [r.id for r in db.item.note.filter(None)]") == [1, 2, 3, 4]
+    assert q(db, "result = [r.id for r in db.item.note.filter('x')]") == [5]
+
+
+def test_iter_count_clear(db: Database) -> None:
+    assert q(db, "result = [r.id for r in db.item.iter()]") == [1, 2, 3, 4, 5]
+    assert q(db, "result = db.item.clear()") == 5
+    assert q(db, "result = (db.item.count(), list(db.item.price.filter(Range())))") == (0, [])
+
+
+def test_reads_outside_reducers_are_read_only(db: Database) -> None:
+    with db.read() as view:
+        assert view.db.item.count() == 5
+        assert view.db.item.sku.find("sku4").price == 1
+        with pytest.raises(PermissionError):
+            view.db.item.insert(Item(0, "x", A, "x", 1))
+
+
+def test_wrong_row_type_is_an_error(db: Database) -> None:
+    from stdbmod.errors import ReducerFailed
+
+    with pytest.raises(ReducerFailed):
+        q(db, "db.item.insert(('not', 'a', 'row'))")
+
+
+def test_an_indexed_value_too_long_for_a_key_is_a_clear_error(db: Database) -> None:
+    with pytest.raises(KeyTooLarge, match="too long"):
+        q(db, "db.item.insert(Item(0, 'x' * 600, ctx.sender, 'x', 1))")
+    assert q(db, "result = db.item.count()") == 5
+
+
+def test_unknown_table_or_column(db: Database) -> None:
+    from stdbmod.errors import ReducerFailed
+
+    with pytest.raises(ReducerFailed):
+        q(db, "db.nope.count()")
+    with pytest.raises(ReducerFailed):
+        q(db, "db.item.kind.find('hat')")  # kind has no index of its own
+    logs = db.logs()
+    assert "no column or index 'kind'" in logs[-1].message
+
+
+def test_the_owner_fixture_is_not_the_sender(db: Database) -> None:
+    assert db.owner == OWNER

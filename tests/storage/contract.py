@@ -1,0 +1,151 @@
+"""The storage contract, written once and run against every backend (eventsourcing's pattern)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from stdbmod.storage import Storage
+
+
+class StorageContract:
+    """Subclass with a `storage` fixture yielding a fresh backend."""
+
+    @pytest.fixture
+    def storage(self) -> Iterator[Storage]:
+        raise NotImplementedError
+
+    def test_put_get_delete(self, storage: Storage) -> None:
+        storage.ensure_spaces(["a"])
+        w = storage.begin_write()
+        w.put("a", b"k1", b"v1")
+        assert w.get("a", b"k1") == b"v1"
+        assert w.delete("a", b"k1") is True
+        assert w.delete("a", b"k1") is False
+        w.put("a", b"k2", b"v2")
+        w.commit()
+        with storage.begin_read() as r:
+            assert r.get("a", b"k1") is None
+            assert r.get("a", b"k2") == b"v2"
+
+    def test_abort_discards(self, storage: Storage) -> None:
+        storage.ensure_spaces(["a"])
+        w = storage.begin_write()
+        w.put("a", b"k", b"v")
+        w.abort()
+        with storage.begin_read() as r:
+            assert r.get("a", b"k") is None
+            assert r.count("a") == 0
+
+    def test_scan_is_ordered_and_bounded(self, storage: Storage) -> None:
+        storage.ensure_spaces(["a"])
+        w = storage.begin_write()
+        for k in [b"c", b"a", b"e", b"b", b"d"]:
+            w.put("a", k, k.upper())
+        w.commit()
+        with storage.begin_read() as r:
+            assert [k for k, _ in r.scan("a")] == [b"a", b"b", b"c", b"d", b"e"]
+            assert [k for k, _ in r.scan("a", b"b", b"d")] == [b"b", b"c"]
+            assert [k for k, _ in r.scan("a", b"b", b"d", reverse=True)] == [b"c", b"b"]
+            assert [k for k, _ in r.scan("a", None, None, reverse=True)] == [b"e", b"d", b"c", b"b", b"a"]
+            assert [k for k, _ in r.scan("a", b"bb")] == [b"c", b"d", b"e"]
+            assert [k for k, _ in r.scan("a", None, b"c0", reverse=True)] == [b"c", b"b", b"a"]
+            assert [v for _, v in r.scan("a", b"e")] == [b"E"]
+            assert list(r.scan("a", b"f")) == []
+            assert r.count("a") == 5
+
+    def test_unknown_space_reads_empty(self, storage: Storage) -> None:
+        with storage.begin_read() as r:
+            assert r.get("nope", b"k") is None
+            assert list(r.scan("nope")) == []
+            assert r.count("nope") == 0
+
+    def test_child_commit_merges_into_parent(self, storage: Storage) -> None:
+        storage.ensure_spaces(["a"])
+        w = storage.begin_write()
+        w.put("a", b"outer", b"1")
+        c = w.child()
+        c.put("a", b"inner", b"2")
+        assert c.get("a", b"outer") == b"1"
+        c.commit()
+        assert w.get("a", b"inner") == b"2"
+        w.commit()
+        with storage.begin_read() as r:
+            assert r.get("a", b"inner") == b"2"
+
+    def test_child_abort_keeps_parent(self, storage: Storage) -> None:
+        storage.ensure_spaces(["a"])
+        w = storage.begin_write()
+        w.put("a", b"outer", b"1")
+        c = w.child()
+        c.put("a", b"inner", b"2")
+        c.delete("a", b"outer")
+        c.abort()
+        assert w.get("a", b"outer") == b"1"
+        assert w.get("a", b"inner") is None
+        w.commit()
+        with storage.begin_read() as r:
+            assert [k for k, _ in r.scan("a")] == [b"outer"]
+
+    def test_grandchildren_nest(self, storage: Storage) -> None:
+        storage.ensure_spaces(["a"])
+        w = storage.begin_write()
+        c = w.child()
+        g = c.child()
+        g.put("a", b"g", b"1")
+        g.commit()
+        c.abort()
+        assert w.get("a", b"g") is None
+        w.commit()
+
+    def test_reader_sees_a_snapshot(self, storage: Storage) -> None:
+        storage.ensure_spaces(["a"])
+        w = storage.begin_write()
+        w.put("a", b"k", b"old")
+        w.commit()
+        r = storage.begin_read()
+        w = storage.begin_write()
+        w.put("a", b"k", b"new")
+        w.put("a", b"k2", b"x")
+        w.commit()
+        assert r.get("a", b"k") == b"old"
+        assert r.count("a") == 1
+        r.close()
+        with storage.begin_read() as r2:
+            assert r2.get("a", b"k") == b"new"
+
+    def test_reader_does_not_wait_for_writer(self, storage: Storage) -> None:
+        storage.ensure_spaces(["a"])
+        w = storage.begin_write()
+        w.put("a", b"k", b"v")
+        seen: list[bytes | None] = []
+
+        def read() -> None:
+            with storage.begin_read() as r:
+                seen.append(r.get("a", b"k"))
+
+        t = threading.Thread(target=read)
+        t.start()
+        t.join(timeout=10)
+        assert not t.is_alive() and seen == [None]
+        w.commit()
+
+    def test_put_many(self, storage: Storage) -> None:
+        storage.ensure_spaces(["a"])
+        w = storage.begin_write()
+        w.put_many("a", [(b"%03d" % i, b"v") for i in range(100)])
+        w.commit()
+        with storage.begin_read() as r:
+            assert r.count("a") == 100
+
+    def test_binary_keys_with_zero_and_ff_bytes(self, storage: Storage) -> None:
+        storage.ensure_spaces(["a"])
+        keys = [b"\x00", b"\x00\x00", b"\x00\xff", b"\xff", b"\xff\xff", b"a\x00b"]
+        w = storage.begin_write()
+        for k in keys:
+            w.put("a", k, k)
+        w.commit()
+        with storage.begin_read() as r:
+            assert [k for k, _ in r.scan("a")] == sorted(keys)

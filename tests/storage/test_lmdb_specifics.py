@@ -1,0 +1,71 @@
+"""What only the LMDB backend does: open-twice refusal, map growth, key size, reopen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stdbmod.errors import DatabaseAlreadyOpen, KeyTooLarge, StorageError
+from stdbmod.storage import LmdbStorage, StorageFull
+
+
+def test_opening_twice_in_one_process_is_refused(tmp_path: Path) -> None:
+    s = LmdbStorage(str(tmp_path))
+    with pytest.raises(DatabaseAlreadyOpen):
+        LmdbStorage(str(tmp_path))
+    s.close()
+    LmdbStorage(str(tmp_path)).close()  # and allowed again once closed
+
+
+def test_key_over_511_bytes_is_a_typed_error(tmp_path: Path) -> None:
+    s = LmdbStorage(str(tmp_path))
+    s.ensure_spaces(["a"])
+    w = s.begin_write()
+    with pytest.raises(KeyTooLarge):
+        w.put("a", b"x" * 512, b"v")
+    w.put("a", b"x" * 511, b"v")
+    w.commit()
+    s.close()
+
+
+def test_map_full_is_retryable_after_grow(tmp_path: Path) -> None:
+    s = LmdbStorage(str(tmp_path), map_size=1 << 16)
+    s.ensure_spaces(["a"])
+    before = s.map_size
+    with pytest.raises(StorageFull):
+        w = s.begin_write()
+        try:
+            for i in range(10_000):
+                w.put("a", i.to_bytes(4, "big"), b"v" * 100)
+            w.commit()
+        finally:
+            w.abort()
+    s.grow()
+    assert s.map_size == 2 * before
+    s.close()
+
+
+def test_writes_in_unknown_space_fail_clearly(tmp_path: Path) -> None:
+    s = LmdbStorage(str(tmp_path))
+    w = s.begin_write()
+    with pytest.raises(StorageError, match="never created"):
+        w.put("nope", b"k", b"v")
+    w.abort()
+    s.close()
+
+
+def test_spaces_and_data_survive_reopen(tmp_path: Path) -> None:
+    s = LmdbStorage(str(tmp_path))
+    s.ensure_spaces(["a", "b"])
+    w = s.begin_write()
+    w.put("b", b"k", b"v")
+    w.commit()
+    s.close()
+    s = LmdbStorage(str(tmp_path))
+    w = s.begin_write()
+    w.put("a", b"k", b"v")  # the space is known again without ensure_spaces
+    w.commit()
+    with s.begin_read() as r:
+        assert r.get("b", b"k") == b"v"
+    s.close()

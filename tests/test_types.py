@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import datetime as dt
+
+import msgspec
+import pytest
+
+from stdbmod import codec
+from stdbmod.types import At, ConnectionId, Every, Identity, ScheduleAt, TimeDuration, Timestamp
+
+
+def test_identity_from_claims_is_spacetimedb_shaped() -> None:
+    a = Identity.from_claims("https://auth.example", "user-1")
+    assert a.to_hex().startswith("c200") and len(a.to_hex()) == 64
+    assert a == Identity.from_claims("https://auth.example", "user-1")
+    assert a != Identity.from_claims("https://auth.example", "user-2")
+    assert a != Identity.from_claims("https://other.example", "user-1")
+    assert Identity.from_hex(a.to_hex()) == a == Identity.from_hex("0x" + a.to_hex())
+
+
+@pytest.mark.parametrize("bad", ["", "c200", "zz" * 32, "c2" * 33])
+def test_identity_hex_is_checked(bad: str) -> None:
+    with pytest.raises(ValueError):
+        Identity.from_hex(bad)
+
+
+def test_identity_and_connection_widths() -> None:
+    with pytest.raises(ValueError):
+        Identity(b"x" * 31)
+    assert len(ConnectionId.random().to_bytes()) == 16
+    assert ConnectionId.random() != ConnectionId.random()
+
+
+def test_values_are_immutable_and_hashable() -> None:
+    i = Identity.zero()
+    with pytest.raises(AttributeError):
+        i._b = b"x"  # type: ignore[misc]
+    assert {i: 1}[Identity.zero()] == 1
+    assert len({Timestamp(1), Timestamp(1), TimeDuration(1)}) == 2
+
+
+def test_timestamp_arithmetic_and_parsing() -> None:
+    t = Timestamp.parse("2026-01-01T00:00:00Z")
+    assert t.to_datetime() == dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    assert t + TimeDuration.from_seconds(1.5) == Timestamp(t.micros + 1_500_000)
+    assert (t + TimeDuration(10)) - t == TimeDuration(10)
+    assert Timestamp.parse(t.isoformat()) == t
+    with pytest.raises(ValueError):
+        Timestamp.parse("yesterday")
+    with pytest.raises(ValueError):
+        Timestamp(2**63)
+    with pytest.raises(TypeError):
+        Timestamp(1.5)  # type: ignore[arg-type]
+
+
+def test_json_forms() -> None:
+    i = Identity.from_claims("a", "b")
+    assert codec.to_builtins(i) == i.to_hex()
+    assert codec.convert({"__identity__": "0x" + i.to_hex()}, Identity) == i
+    assert codec.convert({"__timestamp_micros_since_unix_epoch__": 5}, Timestamp) == Timestamp(5)
+    assert codec.convert("1970-01-01T00:00:01Z", Timestamp) == Timestamp(1_000_000)
+    with pytest.raises(msgspec.ValidationError):
+        codec.convert(True, Timestamp)
+    with pytest.raises(msgspec.ValidationError):
+        codec.convert("nothex", Identity)
+
+
+def test_schedule_at_is_a_tagged_union() -> None:
+    enc = codec.to_builtins(At(Timestamp(7)))
+    assert enc == {"type": "time", "time": 7}
+    assert codec.convert({"type": "interval", "interval": 5}, ScheduleAt) == Every(TimeDuration(5))  # type: ignore[arg-type]
+    raw = codec.msgpack_encoder.encode(Every(TimeDuration(3)))
+    assert codec.msgpack_decoder(ScheduleAt).decode(raw) == Every(TimeDuration(3))
