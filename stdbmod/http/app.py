@@ -47,6 +47,7 @@ def create_app(
     spec = openapi.document(ENDPOINTS)
 
     async def openapi_json(request: Request) -> Response:
+        ctx.optional_caller(request)
         return json_response(spec)
 
     @contextlib.asynccontextmanager

@@ -63,7 +63,7 @@ class KeyFileError(StdbError):
     status_code = 500
 
 
-class Claims(msgspec.Struct, frozen=True, omit_defaults=True):
+class Claims(msgspec.Struct, frozen=True):
     """The claims stdbmod signs and reads. `aud` is checked by PyJWT before these are built."""
 
     iss: str
@@ -93,8 +93,8 @@ class SigningKey:
         self.issuers = frozenset({issuer, *issuers})
 
     @classmethod
-    def generate(cls, **options: str) -> SigningKey:
-        return cls(secrets.token_bytes(SECRET_BYTES), **options)
+    def generate(cls, *, issuer: str = LOCAL_ISSUER, issuers: Iterable[str] = ()) -> SigningKey:
+        return cls(secrets.token_bytes(SECRET_BYTES), issuer=issuer, issuers=issuers)
 
     def claims(self, subject: str | None = None, *, issuer: str | None = None, expires_in: float | None = None, now: int | None = None) -> Claims:
         """Claims for `subject` (a new one when None); `expires_in` seconds adds `exp`."""
@@ -105,7 +105,8 @@ class SigningKey:
     def issue_token(self, claims: Claims) -> str:
         if not claims.iss or not claims.sub:
             raise ValueError("a token needs an issuer and a subject")
-        return jwt.encode(msgspec.to_builtins(claims), self._secret, algorithm=ALGORITHM)
+        payload = {k: v for k, v in msgspec.to_builtins(claims).items() if v is not None}
+        return jwt.encode(payload, self._secret, algorithm=ALGORITHM)
 
     def mint(self, *, expires_in: float | None = None) -> tuple[Identity, str]:
         """A new identity and its token (`POST /v1/identity`)."""

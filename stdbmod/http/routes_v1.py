@@ -8,6 +8,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..errors import SenderError
 from ..types import Identity
 from . import inputs, wire
 from .context import ServerContext
@@ -50,7 +51,10 @@ async def call_reducer(ctx: ServerContext, request: Request) -> Response:
     name = request.path_params["reducer"]
     db.reducer(name)  # 404 for an unknown, scheduled or lifecycle reducer, before reading the body
     raw = await inputs.read_body(request, ctx.body_limit)
-    result = await ctx.call_json(db, name, raw if raw.strip() else b"[]", sender=caller)
+    try:
+        result = await ctx.call_json(db, name, raw if raw.strip() else b"[]", sender=caller)
+    except SenderError as e:  # every refusal is SpacetimeDB's 530, whatever status it carries elsewhere
+        raise HttpError(530, str(e)) from None
     return json_response(result)
 
 

@@ -14,10 +14,10 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-Name = Annotated[str, Meta(min_length=1, max_length=200)]
+Name = Annotated[str, Meta(min_length=1, max_length=200, pattern="^[^\\x00]*$")]
 Text = Annotated[str, Meta(max_length=10_000)]
 EpochMillis = Annotated[int, Meta(ge=0, le=253_402_300_799_999, description="milliseconds since the Unix epoch")]
-Seconds = Annotated[int, Meta(ge=1, le=7 * 86_400)]
+Seconds = Annotated[int, Meta(ge=1, le=30 * 86_400)]
 Status = Literal["queued", "running", "completed", "dead"]
 DeadReason = Literal["exhausted", "gave_up", "cancelled"]
 MAX_PER_PAGE = 200
@@ -30,9 +30,9 @@ class EnqueueBody(msgspec.Struct, forbid_unknown_fields=True):
     queue: Name | None = None
     payload: Any = None
     max_attempts: Annotated[int, Meta(ge=1, le=1000)] | None = None
-    backoff_seconds: Annotated[int, Meta(ge=0, le=86_400)] | None = None
+    backoff_seconds: Annotated[int, Meta(ge=0, le=30 * 86_400)] | None = None
     run_after: EpochMillis | Annotated[str, Meta(max_length=64, description="RFC 3339 time")] | None = None
-    priority: Annotated[int, Meta(ge=-1_000_000, le=1_000_000)] = 0
+    priority: Annotated[int, Meta(ge=-(2**31 - 1), le=2**31 - 1)] = 0
     idempotency_key: Name | None = None
 
 
