@@ -27,7 +27,7 @@ from . import errors, inputs, openapi, routes_jobs, routes_v1
 from .auth import SigningKey
 from .context import ServerContext
 from .render import json_response
-from .routing import Endpoint
+from .routing import Endpoint, build_routes
 
 ENDPOINTS: list[Endpoint] = [*routes_v1.ENDPOINTS, *routes_jobs.ENDPOINTS]
 
@@ -68,7 +68,7 @@ def create_app(
                 database.close()
 
     return Starlette(
-        routes=[*(e.route(ctx) for e in ENDPOINTS), Route("/openapi.json", openapi_json, methods=["GET"])],
+        routes=[*build_routes(ENDPOINTS, ctx), Route("/openapi.json", openapi_json, methods=["GET"])],
         lifespan=lifespan,
         exception_handlers={
             errors.HttpError: errors.on_http_error,

@@ -9,6 +9,7 @@ the server log only. The job routes translate reducer errors first (`job_status`
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -30,7 +31,7 @@ class HttpError(Exception):
         self.message = message
 
 
-def error_response(status_code: int, message: str, headers: dict[str, str] | None = None) -> Response:
+def error_response(status_code: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
     return json_response({"error": message}, status_code, headers=headers)
 
 

@@ -3,10 +3,12 @@ strings decoded into the Structs of `wire`, and the bearer token."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import msgspec
+import msgspec.inspect
 from starlette.requests import Request
 
 from .. import codec
@@ -36,16 +38,47 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 @lru_cache(maxsize=None)
-def _decoder(typ: Any) -> msgspec.json.Decoder[Any]:
+def _decoder(typ: Hashable) -> msgspec.json.Decoder[Any]:
     return codec.json_decoder(typ)
 
 
+@lru_cache(maxsize=None)
+def _int_fields(typ: Hashable) -> frozenset[str]:
+    """The fields of Struct `typ` that may hold an integer (and not any JSON value)."""
+
+    def has_int(t: msgspec.inspect.Type) -> bool:
+        if isinstance(t, msgspec.inspect.Metadata):
+            return has_int(t.type)
+        if isinstance(t, msgspec.inspect.UnionType):
+            return any(has_int(u) for u in t.types)
+        return isinstance(t, msgspec.inspect.IntType)
+
+    info = msgspec.inspect.type_info(typ)
+    if not isinstance(info, msgspec.inspect.StructType):
+        return frozenset()
+    return frozenset(f.encode_name for f in info.fields if has_int(f.type))
+
+
+def _integral_floats(obj: Any, fields: frozenset[str]) -> Any:
+    """JSON Schema counts 5.0 as an integer, and some clients write integers that way."""
+    if not isinstance(obj, dict):
+        return obj
+    return {k: int(v) if k in fields and isinstance(v, float) and v.is_integer() else v for k, v in obj.items()}
+
+
 def decode(raw: bytes, typ: type[T], *, empty: bytes = b"{}") -> T:
-    """`raw` JSON as `typ`; an empty body counts as `empty`. A bad one is a 400 naming the field."""
-    if not raw.strip():
+    """`raw` JSON as `typ`; no body at all counts as `empty`. A bad one is a 400 naming the field."""
+    if not raw:
         raw = empty
+    key = cast(Hashable, typ)  # a class: hashable, whatever mypy makes of type[T]
     try:
-        value: T = _decoder(typ).decode(raw)
+        try:
+            value: T = _decoder(key).decode(raw)
+        except msgspec.ValidationError:
+            fields = _int_fields(key)
+            if not fields:
+                raise
+            value = codec.convert(_integral_floats(msgspec.json.decode(raw), fields), typ)
     except msgspec.ValidationError as e:
         raise HttpError(400, f"invalid request body: {e}") from None
     except msgspec.DecodeError as e:

@@ -34,16 +34,53 @@ _STATUS = {
 }
 
 
-def _schemas(types: list[Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+JSON_VALUE = "JsonValue"
+_JSON_VALUE_REF = {"$ref": _REF.format(name=JSON_VALUE)}
+# Any JSON a request may carry as a payload, result or argument. It is stored as MessagePack, so
+# an integer literal must fit in 64 bits (a larger one is a 400); a number written with a fraction
+# or an exponent is a float, whatever its size.
+_JSON_VALUE_SCHEMA = {
+    "description": "Any JSON value; integer literals must fit in 64 bits",
+    "anyOf": [
+        {"type": "null"},
+        {"type": "boolean"},
+        {"type": "integer", "minimum": -(2**63), "maximum": 2**64 - 1},
+        {"type": "number"},
+        {"type": "string"},
+        {"type": "array", "items": _JSON_VALUE_REF},
+        {"type": "object", "additionalProperties": _JSON_VALUE_REF},
+    ],
+}
+_PATH_SCHEMAS: dict[str, dict[str, Any]] = {
+    "identity": {"type": "string", "pattern": "^(0x)?[0-9a-fA-F]{64}$", "description": "an identity in hex"},
+    "db": {"type": "string", "minLength": 1, "description": "the database's name or identity"},
+    "reducer": {"type": "string", "minLength": 1},
+}
+_EMPTY = {"type": "string", "maxLength": 0}
+
+
+def _schemas(types: list[Any]) -> tuple[tuple[dict[str, Any], ...], dict[str, Any]]:
     return msgspec.json.schema_components(types, ref_template=_REF)
+
+
+def _any_is_json_value(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
+    """In a request body, msgspec's `{}` (any value) becomes JsonValue, which says what we take."""
+    target = components[schema["$ref"].rsplit("/", 1)[1]] if "$ref" in schema else schema
+    for key, prop in target.get("properties", {}).items():
+        if not set(prop) - {"default", "description", "title"}:
+            target["properties"][key] = {**prop, **_JSON_VALUE_REF}
+    if target.get("type") == "array" and not target.get("items"):
+        target["items"] = _JSON_VALUE_REF
+    return schema
 
 
 def _query_parameters(typ: Any) -> list[dict[str, Any]]:
     (ref,), components = _schemas([typ])
     schema = components[ref["$ref"].rsplit("/", 1)[1]]
     required = set(schema.get("required", []))
+    # an empty value counts as absent (``?status=&page=2``)
     return [
-        {"name": name, "in": "query", "required": name in required, "schema": prop}
+        {"name": name, "in": "query", "required": name in required, "schema": {"anyOf": [prop, _EMPTY]}}
         for name, prop in schema.get("properties", {}).items()
     ]
 
@@ -51,7 +88,7 @@ def _query_parameters(typ: Any) -> list[dict[str, Any]]:
 def _path(e: Endpoint) -> tuple[str, list[dict[str, Any]]]:
     params = []
     for name, conv in _PARAM.findall(e.path):
-        schema: dict[str, Any] = {"type": "integer", "minimum": 0} if conv == "int" else {"type": "string", "minLength": 1}
+        schema = {"type": "integer", "minimum": 0} if conv == "int" else _PATH_SCHEMAS.get(name, {"type": "string", "minLength": 1})
         params.append({"name": name, "in": "path", "required": True, "schema": schema})
     return _PARAM.sub(r"{\1}", e.path), params
 
@@ -60,6 +97,11 @@ def document(endpoints: list[Endpoint], *, title: str = "stdbmod", version: str 
     typed = [t for e in endpoints for t in (e.response, e.body) if t is not None] + [wire.Error]
     refs, components = _schemas(typed)
     ref_of = {id(t): r for t, r in zip(typed, refs)}
+    components[JSON_VALUE] = _JSON_VALUE_SCHEMA
+    bodies = {id(e.body) for e in endpoints if e.body is not None}
+    for t, r in zip(typed, refs):
+        if id(t) in bodies:
+            _any_is_json_value(r, components)
     error_content = {"application/json": {"schema": ref_of[id(wire.Error)]}}
     paths: dict[str, dict[str, Any]] = {}
     for e in endpoints:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.responses import Response
@@ -12,7 +13,7 @@ from ..types import Identity, Timestamp
 from . import wire
 
 
-def json_response(content: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
+def json_response(content: Any, status_code: int = 200, headers: Mapping[str, str] | None = None) -> Response:
     """`content` (Structs, special types, plain data) as JSON, encoded by msgspec."""
     return Response(codec.json_encoder.encode(content), status_code, headers=headers, media_type="application/json")
 

@@ -44,7 +44,7 @@ def _run_after(value: int | str | None) -> Timestamp | None:
     if isinstance(value, int):
         return Timestamp(value * 1000)
     try:
-        return Timestamp.parse(value)
+        return Timestamp.parse(value.upper())  # RFC 3339 allows a lowercase t and z
     except (ValueError, OverflowError) as e:
         raise HttpError(400, f"invalid run_after: {e}") from None
 

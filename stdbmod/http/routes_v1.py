@@ -52,7 +52,7 @@ async def call_reducer(ctx: ServerContext, request: Request) -> Response:
     db.reducer(name)  # 404 for an unknown, scheduled or lifecycle reducer, before reading the body
     raw = await inputs.read_body(request, ctx.body_limit)
     try:
-        result = await ctx.call_json(db, name, raw if raw.strip() else b"[]", sender=caller)
+        result = await ctx.call_json(db, name, raw or b"[]", sender=caller)
     except SenderError as e:  # every refusal is SpacetimeDB's 530, whatever status it carries elsewhere
         raise HttpError(530, str(e)) from None
     return json_response(result)

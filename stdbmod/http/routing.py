@@ -37,11 +37,19 @@ class Endpoint:
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def route(self, ctx: ServerContext) -> Route:
-        handler = self.handler
 
-        async def endpoint(request: Request) -> Response:
-            return await handler(ctx, request)
+def build_routes(endpoints: list[Endpoint], ctx: ServerContext) -> list[Route]:
+    """One Starlette route per path, dispatching on the method, so that a 405 lists every method
+    the path has in its `Allow` header."""
+    by_path: dict[str, dict[str, Handler]] = {}
+    for e in endpoints:
+        by_path.setdefault(e.path, {})[e.method] = e.handler
+    return [_route(path, handlers, ctx) for path, handlers in by_path.items()]
 
-        endpoint.__name__ = handler.__name__
-        return Route(self.path, endpoint, methods=[self.method], name=f"{self.tag}.{handler.__name__}")
+
+def _route(path: str, handlers: dict[str, Handler], ctx: ServerContext) -> Route:
+    async def endpoint(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        return await handlers[method](ctx, request)
+
+    return Route(path, endpoint, methods=list(handlers), name=path)

@@ -56,7 +56,7 @@ def load_module(spec: str) -> Module:
     except Exception as e:
         raise ServeError(f"cannot import {where}: {type(e).__name__}: {e}") from None
     if attr:
-        found = getattr(source, attr, None)
+        found: Any = getattr(source, attr, None)
         module = found.module if isinstance(getattr(found, "module", None), Module) else found
         if not isinstance(module, Module):
             raise ServeError(f"{where} has no Module named {attr}")

@@ -31,7 +31,7 @@ class EnqueueBody(msgspec.Struct, forbid_unknown_fields=True):
     payload: Any = None
     max_attempts: Annotated[int, Meta(ge=1, le=1000)] | None = None
     backoff_seconds: Annotated[int, Meta(ge=0, le=30 * 86_400)] | None = None
-    run_after: EpochMillis | Annotated[str, Meta(max_length=64, description="RFC 3339 time")] | None = None
+    run_after: EpochMillis | Annotated[str, Meta(max_length=64, description="RFC 3339 time", extra_json_schema={"format": "date-time"})] | None = None
     priority: Annotated[int, Meta(ge=-(2**31 - 1), le=2**31 - 1)] = 0
     idempotency_key: Name | None = None
 
