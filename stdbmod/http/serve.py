@@ -20,10 +20,10 @@ from typing import Any
 
 import uvicorn
 
-from ..errors import DatabaseNotFound, StdbError, StoragePanic
-from ..module import Module
 from ..cli import identity
 from ..cli.datadir import DataDirConfig, read_config, write_config
+from ..errors import DatabaseNotFound, StdbError, StoragePanic
+from ..module import Module
 from ..runtime import Database
 from ..scenarios.loader import RETRY_SPEC, ModuleSpecError, canonical_spec, load_module
 from ..types import Identity
@@ -124,7 +124,10 @@ def serve(
     body_limit: int = inputs.DEFAULT_BODY_LIMIT,
     log_level: str = "info",
 ) -> int:
-    """Serve the database at `data_dir` until SIGTERM/SIGINT; the process exit status."""
+    """Serve the database at `data_dir` on `host`:`port` until SIGTERM/SIGINT, publishing
+    `module_path` (see `resolve_module`) first when there is none, owned by `owner`, or the
+    identity of `owner_token`, or the CLI's identity. Returns the exit status: 0, or 70 after a
+    storage panic. Raises ServeError (and other StdbErrors) when it cannot start."""
     path = Path(data_dir)
     try:
         path.mkdir(parents=True, exist_ok=True)
