@@ -73,7 +73,7 @@ def replay_check(db: Database, report: VerifyReport) -> None:
             scratch.close()
 
 
-@click.command()
+@click.command(short_help="Check the state against the commit log, and the LMDB file.")
 @data_option
 @module_option
 @json_option
