@@ -1,0 +1,174 @@
+"""`serve`: publish the database at DATA_DIR if there is none, then serve it with uvicorn.
+
+SIGTERM and SIGINT stop it cleanly: uvicorn stops accepting connections and finishes the
+requests in flight (each one answered only after its commit), then the app's lifespan stops the
+scheduler and closes the database, which commits what is still queued. LMDB commits are atomic,
+so a call is either acknowledged and on disk or not there at all. An LMDB panic makes the server
+exit with status 70.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import uvicorn
+
+from ..cli import identity
+from ..cli.datadir import DataDirConfig, read_config, write_config
+from ..errors import DatabaseNotFound, StdbError, StoragePanic
+from ..module import Module
+from ..runtime import Database
+from ..scenarios.loader import RETRY_SPEC, ModuleSpecError, canonical_spec, load_module
+from ..types import Identity
+from . import inputs
+from .app import create_app
+from .auth import OWNER_TOKEN_FILE, SigningKey, load_or_create_key, write_secret_file
+
+log = logging.getLogger("stdbmod.http")
+
+EXIT_PANIC = 70
+
+
+class ServeError(StdbError):
+    """The server cannot start as asked (bad module, bad token, unusable data directory)."""
+
+    status_code = 400
+
+
+# --- modules and owners ---------------------------------------------------------------------------
+
+
+def resolve_module(data_dir: Path, module_path: str | None) -> tuple[str, Module]:
+    """The module spec and module to serve: MODULE if given, else the one DIR/stdbmod.json
+    records (what `stdbmod publish` wrote), else the built-in task-retry module."""
+    if module_path:
+        spec = canonical_spec(module_path)
+    else:
+        try:
+            config = read_config(data_dir)
+        except ValueError as e:
+            raise ServeError(str(e)) from None
+        spec = config.module if config is not None else RETRY_SPEC
+    try:
+        return spec, load_module(spec).module
+    except ModuleSpecError as e:
+        raise ServeError(str(e)) from None
+    except Exception as e:  # the module's own code failed while importing
+        raise ServeError(f"cannot load {spec}: {type(e).__name__}: {e}") from None
+
+
+def _owner(key: SigningKey, data_dir: Path, owner: Identity | None, owner_token: str | None) -> Identity:
+    """Who owns a newly published database: `owner`, else the identity of `owner_token` (signed
+    with this server's key), else the CLI's identity (made if there is none yet, as `stdbmod
+    publish` does), whose server token then goes to DATA_DIR/owner.token (0600)."""
+    if owner is not None:
+        return owner
+    if owner_token:
+        try:
+            return key.verify_token(owner_token).identity
+        except StdbError as e:
+            raise ServeError(f"--owner-token: {e}") from None
+    try:
+        me = identity.load_or_create()
+    except (identity.IdentityFileError, OSError) as e:
+        raise ServeError(str(e)) from None
+    token = key.issue_token(key.claims(me.subject, issuer=me.issuer))
+    write_secret_file(data_dir / OWNER_TOKEN_FILE, token + "\n", replace=True)
+    print(
+        f"stdbmod: the owner is the CLI's identity {me.identity}; a token for this server is in "
+        f"{data_dir / OWNER_TOKEN_FILE} (keep it secret; `stdbmod identity show --data {data_dir}` prints one too)",
+        file=sys.stderr,
+    )
+    return me.value
+
+
+def prepare(
+    data_dir: Path, spec: str, module: Module, key: SigningKey, *, owner: Identity | None = None, owner_token: str | None = None
+) -> None:
+    """Publish `module` at `data_dir` unless a database is there (recording its spec in
+    DIR/stdbmod.json for the CLI), and check that an existing one opens with `module`, so a
+    mismatch is one clear line before the port is bound."""
+    try:
+        Database.open(data_dir, module).close()
+        return
+    except DatabaseNotFound:
+        pass
+    who = _owner(key, data_dir, owner, owner_token)
+    db = Database.create(data_dir, module, owner=who)
+    try:
+        write_config(data_dir, DataDirConfig(module=spec, name=db.name))
+    finally:
+        db.close()
+    print(f"stdbmod: published {spec} as {db.name} at {data_dir}", file=sys.stderr)
+
+
+# --- serving --------------------------------------------------------------------------------------
+
+
+def serve(
+    data_dir: str | os.PathLike[str],
+    host: str = "127.0.0.1",
+    port: int = 3000,
+    module_path: str | None = None,
+    *,
+    owner: Identity | None = None,
+    owner_token: str | None = None,
+    token_ttl: float | None = None,
+    body_limit: int = inputs.DEFAULT_BODY_LIMIT,
+    log_level: str = "info",
+) -> int:
+    """Serve the database at `data_dir` on `host`:`port` until SIGTERM/SIGINT, publishing
+    `module_path` (see `resolve_module`) first when there is none, owned by `owner`, or the
+    identity of `owner_token`, or the CLI's identity. Returns the exit status: 0, or 70 after a
+    storage panic. Raises ServeError (and other StdbErrors) when it cannot start."""
+    path = Path(data_dir)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ServeError(f"cannot use {path}: {e.strerror}") from None
+    key = load_or_create_key(path)
+    spec, module = resolve_module(path, module_path)
+    prepare(path, spec, module, key, owner=owner, owner_token=owner_token)
+
+    panicked = threading.Event()
+    server: uvicorn.Server | None = None
+
+    def on_panic(e: StoragePanic) -> None:
+        log.critical("storage panic, shutting down: %s", e)
+        panicked.set()
+        if server is not None:
+            server.should_exit = True
+
+    app = create_app(lambda: Database.open(path, module), key=key, body_limit=body_limit, token_ttl=token_ttl, on_panic=on_panic)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=30)
+    server = uvicorn.Server(config)
+    with _quiet_signals():
+        server.run()
+    return EXIT_PANIC if panicked.is_set() else 0
+
+
+class _quiet_signals:
+    """uvicorn re-raises the SIGTERM/SIGINT that stopped it once it is done, which would turn a
+    clean shutdown into death by signal (or a KeyboardInterrupt traceback). Absorb that one."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __enter__(self) -> None:
+        self._saved: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            self._saved = {s: signal.signal(s, self._absorb) for s in self.SIGNALS}
+
+    @staticmethod
+    def _absorb(sig: int, frame: FrameType | None) -> None:
+        pass
+
+    def __exit__(self, *exc: object) -> None:
+        for s, handler in self._saved.items():
+            signal.signal(s, handler)
