@@ -47,7 +47,7 @@ _KEYABLE = (int, str, bytes, bool, float, Identity, ConnectionId, Timestamp, Tim
 
 ReducerKind = Literal["reducer", "init", "client_connected", "client_disconnected", "scheduled"]
 LIFECYCLE: tuple[ReducerKind, ...] = ("init", "client_connected", "client_disconnected")
-TABLE_METHODS = frozenset({"insert", "try_insert", "iter", "count", "delete", "update", "clear"})
+TABLE_METHODS = frozenset({"insert", "try_insert", "iter", "count", "delete", "update", "clear", "definition"})
 
 
 def snake_case(name: str) -> str:
@@ -248,17 +248,18 @@ def build_reducer(
     params = list(sig.parameters.values())
     if not params:
         raise SchemaError(f"reducer {rname} must take the context as its first parameter")
-    try:
-        hints = typing.get_type_hints(func, localns=localns)
-    except NameError as e:
-        raise SchemaError(f"reducer {rname}: cannot resolve a parameter type ({e})") from None
+    globalns = getattr(func, "__globals__", {})
     out: list[tuple[str, Any, Any]] = []
-    for p in params[1:]:
+    for p in params[1:]:  # the context's annotation is never needed, so never evaluated
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             raise SchemaError(f"reducer {rname}: parameter {p.name} must be positional")
-        if p.name not in hints:
+        if p.annotation is inspect.Parameter.empty:
             raise SchemaError(f"reducer {rname}: parameter {p.name} needs a type annotation")
-        out.append((p.name, hints[p.name], p.default))
+        try:
+            hint = eval(p.annotation, globalns, localns or {}) if isinstance(p.annotation, str) else p.annotation
+        except NameError as e:
+            raise SchemaError(f"reducer {rname}: cannot resolve the type of {p.name} ({e})") from None
+        out.append((p.name, hint, p.default))
     if kind in LIFECYCLE and out:
         raise SchemaError(f"lifecycle reducer {rname} takes only the context")
     return ReducerDef(rname, func, kind, out)

@@ -81,10 +81,11 @@ class ReadView:
 
 
 def _encode_args(reducer: str, decoded: Any) -> bytes:
-    # JSON decodes integers of any size; MessagePack stores 64 bits at most.
+    # JSON decodes integers of any size; MessagePack stores 64 bits at most. A Python caller can
+    # pass any object where a reducer takes `Any`; one msgpack cannot store is the caller's error.
     try:
         return codec.msgpack_encoder.encode(decoded)
-    except (OverflowError, msgspec.EncodeError) as e:
+    except (OverflowError, msgspec.EncodeError, NotImplementedError, TypeError) as e:
         raise ArgumentError(f"{reducer}: {e}") from None
 
 

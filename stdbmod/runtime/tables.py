@@ -67,6 +67,11 @@ class TableHandle:
         self._t = table
         self._space = spaces.rows(table.name)
 
+    @property
+    def definition(self) -> TableDef:
+        """The table's declaration (name, columns, indexes)."""
+        return self._t
+
     def _decode(self, raw: bytes) -> Any:
         return self._t.decoder.decode(raw)
 
