@@ -10,15 +10,15 @@ import click
 import msgspec
 
 from ..runtime import Database
-from ..scenarios.loader import (
+from ..local.modspec import (
     RETRY_SPEC,
     LoadedModule,
     ModuleSpecError,
     canonical_spec,
     load_module,
 )
-from . import identity
-from .datadir import (
+from ..local import identity
+from ..local.datadir import (
     DataDirConfig,
     open_database,
     read_config,

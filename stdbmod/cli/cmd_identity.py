@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from . import identity
+from ..local import identity
 from .options import CommandError, json_option
 from .render import console, print_json, record_table
 

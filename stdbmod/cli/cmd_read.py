@@ -12,7 +12,7 @@ import msgspec
 from .. import codec
 from ..runtime import CommitRecord, Database, LogLine
 from ..types import ConnectionId, Identity, Timestamp
-from .datadir import open_database
+from ..local.datadir import open_database
 from .options import as_option, caller, data_option, json_option, module_option
 from .render import console, print_json, table
 

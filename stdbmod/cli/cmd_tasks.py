@@ -13,7 +13,7 @@ import click
 
 from ..runtime import Database
 from ..types import Identity
-from .datadir import open_database
+from ..local.datadir import open_database
 from .options import (
     CommandError,
     as_option,

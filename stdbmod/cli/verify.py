@@ -20,7 +20,7 @@ import click
 from lmdb import verify as lmdb_verify
 
 from ..runtime import CommitRecord, Database, apply_changes, spaces
-from .datadir import module_for
+from ..local.datadir import module_for
 from .options import FailedError, data_option, json_option, module_option
 from .render import console, print_json, progress, record_table
 

@@ -4,7 +4,7 @@
 """
 
 from .app import create_app
-from .auth import Claims, InvalidToken, SigningKey, load_or_create_key
+from ..local.tokens import Claims, InvalidToken, SigningKey, load_or_create_key
 from .context import ServerContext
 from .errors import HttpError
 from .serve import ServeError, serve

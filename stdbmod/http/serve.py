@@ -20,16 +20,16 @@ from typing import Any
 
 import uvicorn
 
-from ..cli import identity
-from ..cli.datadir import DataDirConfig, read_config, write_config
+from ..local import identity
+from ..local.datadir import DataDirConfig, read_config, write_config
 from ..errors import DatabaseNotFound, StdbError, StoragePanic
 from ..module import Module
 from ..runtime import Database
-from ..scenarios.loader import RETRY_SPEC, ModuleSpecError, canonical_spec, load_module
+from ..local.modspec import RETRY_SPEC, ModuleSpecError, canonical_spec, load_module
 from ..types import Identity
 from . import inputs
 from .app import create_app
-from .auth import OWNER_TOKEN_FILE, SigningKey, load_or_create_key, write_secret_file
+from ..local.tokens import OWNER_TOKEN_FILE, SigningKey, load_or_create_key, write_secret_file
 
 log = logging.getLogger("stdbmod.http")
 

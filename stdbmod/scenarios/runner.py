@@ -16,7 +16,7 @@ from ..errors import StdbError
 from ..runtime import Database, ManualClock
 from ..types import Identity, Timestamp
 from . import format as f
-from .loader import LoadedModule, load_module
+from ..local.modspec import LoadedModule, load_module
 from .scripting import HandlerScript
 from .values import Resolver, column_types, field_mismatches, project, same
 

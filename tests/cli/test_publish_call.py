@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stdbmod.cli import identity
+from stdbmod.local import identity
 from stdbmod.types import Identity
 
 from .conftest import Invoke, as_json
@@ -179,7 +179,8 @@ def test_a_damaged_identity_file_is_one_line(invoke: Invoke, home: Path) -> None
 
 
 def test_identity_show_for_a_server_signs_with_its_key(invoke: Invoke, bank_dir: str) -> None:
-    auth = pytest.importorskip("stdbmod.http.auth")
+    from stdbmod.local import tokens as auth
+
     me = as_json(invoke("identity", "show", "--json"))
     for_server = as_json(invoke("identity", "show", "--data", bank_dir, "--json"))
     assert for_server["identity"] == me["identity"] and for_server["token"] != me["token"]
@@ -187,39 +188,3 @@ def test_identity_show_for_a_server_signs_with_its_key(invoke: Invoke, bank_dir:
     assert key.verify_token(for_server["token"]).identity.to_hex() == me["identity"]
     with pytest.raises(auth.InvalidToken):
         key.verify_token(me["token"])  # the CLI's own key is not the server's
-
-
-def test_identity_show_for_a_server_without_http(invoke: Invoke, bank_dir: str) -> None:
-    try:
-        import stdbmod.http.auth  # noqa: F401
-    except ModuleNotFoundError:
-        r = invoke("identity", "show", "--data", bank_dir, code=2)
-        assert "the HTTP front end (stdbmod.http) is not installed" in r.stderr
-    else:
-        pytest.skip("the HTTP front end is installed")
-
-
-@pytest.mark.parametrize(
-    ("source", "message"),
-    [
-        ("def broken(:\n", "SyntaxError"),
-        ("raise RuntimeError('no config')\n", "RuntimeError: no config"),
-        ("from stdbmod import Module\na = Module('a')\nb = Module('b')\n", "defines several modules (a, b)"),
-        ("from stdbmod import Module\nx = 1\n", "defines no stdbmod Module"),
-    ],
-)
-def test_publish_a_module_file_that_fails_is_one_line(invoke: Invoke, tmp_path: Path, source: str, message: str) -> None:
-    src = tmp_path / "mod.py"
-    src.write_text(source)
-    r = invoke("publish", "--data", str(tmp_path / "d"), str(src), code=2)
-    assert message in r.stderr
-    assert not (tmp_path / "d").exists()
-
-
-def test_a_module_attribute_and_a_factory(invoke: Invoke, tmp_path: Path) -> None:
-    out = as_json(invoke("publish", "--data", str(tmp_path / "a"), "--json", "stdbmod.examples.bank:bank"))
-    assert out["module"] == "stdbmod.examples.bank:bank"
-    out = as_json(invoke("publish", "--data", str(tmp_path / "b"), "--json", "stdbmod.retry:create_retry_module"))
-    assert out["name"] == "retry"
-    r = invoke("publish", "--data", str(tmp_path / "c"), "stdbmod.examples.bank:nothing", code=2)
-    assert "has no attribute 'nothing'" in r.stderr

@@ -15,10 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from stdbmod.http.auth import load_or_create_key
+from stdbmod.local.tokens import load_or_create_key
 from stdbmod.retry import create_retry_module
 from stdbmod.runtime import Database
-from stdbmod.scenarios.loader import RETRY_SPEC
+from stdbmod.local.modspec import RETRY_SPEC
 
 from .servers import ROOT, Roles, bearer, env, free_port, new_identity, start_server, wait_ready
 
