@@ -1,0 +1,117 @@
+"""In-module handlers: what a handler sees, and how one attempt runs.
+
+An attempt runs inside the scheduled reducer fired by the task's `attempt_timer` row, so its
+bookkeeping and the handler's writes share one transaction. The handler itself runs in a
+savepoint: a return or `GiveUp` keeps its writes, `RetryableError` or any other exception rolls
+them back while the attempt is still recorded.
+"""
+
+from __future__ import annotations
+
+import random
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from .. import codec
+from ..runtime import ReducerContext
+from ..types import Identity, Timestamp
+from . import transitions
+from .errors import GiveUp, RetryableError
+from .tables import AttemptTimer, Outcome, Task, TaskStatus
+
+HANDLER_WORKER = "handler"
+
+
+class HandlerContext:
+    """What a handler may touch: the tables (`db`), the attempt's fixed `timestamp`, a seeded
+    `rng`, the task being attempted and its attempt number (1 on the first run)."""
+
+    __slots__ = ("_ctx", "task")
+
+    def __init__(self, ctx: ReducerContext, task: Task) -> None:
+        self._ctx = ctx
+        self.task = task
+
+    @property
+    def db(self) -> Any:
+        return self._ctx.db
+
+    @property
+    def timestamp(self) -> Timestamp:
+        return self._ctx.timestamp
+
+    @property
+    def identity(self) -> Identity:
+        return self._ctx.identity
+
+    @property
+    def rng(self) -> random.Random:
+        return self._ctx.rng
+
+    @property
+    def task_id(self) -> int:
+        return self.task.id
+
+    @property
+    def attempt(self) -> int:
+        return self.task.attempts
+
+    @property
+    def job_type(self) -> str:
+        return self.task.job_type
+
+    @property
+    def reducer_context(self) -> ReducerContext:
+        """The scheduled reducer's context, e.g. for `enqueue_in` (a follow-up task)."""
+        return self._ctx
+
+    def log(self, message: str, level: str = "info") -> None:
+        self._ctx.log(message, level)
+
+    def __repr__(self) -> str:
+        return f"HandlerContext(task_id={self.task.id}, job_type={self.task.job_type!r}, attempt={self.task.attempts})"
+
+
+Handler = Callable[[HandlerContext, Any], Any]
+
+
+def run_handler_attempt(ctx: ReducerContext, handlers: dict[str, Handler], timer: AttemptTimer) -> None:
+    """The body of the `run_attempt` scheduled reducer."""
+    ctx.require_scheduler()
+    # Delete the firing row ourselves: a retry inserts a fresh timer row, which the runtime's
+    # one-shot cleanup must not mistake for this one (a zero backoff gives the same due time).
+    ctx.db.attempt_timer.scheduled_id.delete(timer.scheduled_id)
+    task: Task | None = ctx.db.task.id.find(timer.task_id)
+    if task is None or task.status is not TaskStatus.QUEUED or not task.in_module:
+        return
+    handler = handlers.get(task.job_type)
+    if handler is None:  # unregistered since it was queued: external workers may claim it now
+        ctx.db.task.id.update(msgspec.structs.replace(task, in_module=False, updated_at=ctx.timestamp))
+        return
+    running = transitions.start_attempt(ctx, task)
+    error: str | None = None
+    gave_up: str | None = None
+    result: Any = None
+    try:
+        with ctx.savepoint():
+            try:
+                result = handler(HandlerContext(ctx, running), running.payload)
+                codec.msgpack_encoder.encode(result)  # unstorable: a failed attempt, not a crash
+            except GiveUp as e:
+                gave_up = str(e) or "gave up"
+    except RetryableError as e:
+        error = str(e) or type(e).__name__
+    except Exception:
+        error = traceback.format_exc()
+    current: Task | None = ctx.db.task.id.find(running.id)
+    if current is None:  # the handler deleted its own task; nothing left to account for
+        return
+    if gave_up is not None:
+        transitions.fail(ctx, handlers, current, gave_up, Outcome.GAVE_UP, HANDLER_WORKER)
+    elif error is not None:
+        transitions.fail(ctx, handlers, current, error, Outcome.FAILED, HANDLER_WORKER)
+    else:
+        transitions.succeed(ctx, current, result, HANDLER_WORKER)

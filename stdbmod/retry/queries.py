@@ -1,0 +1,129 @@
+"""Reads for admins (and `get_task` for workers): the task lists, the dead-letter tier and the
+attempt history. Each runs in one read snapshot that never waits for the writer, and checks the
+caller's role inside that snapshot.
+
+Lists are newest first (highest id first) and paginated; `total` counts every match.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from typing import Any
+
+import msgspec
+
+from ..runtime import Database, Range
+from ..types import Identity
+from .errors import InvalidArgument, NotAuthorized, TaskNotFound
+from .limits import MAX_HISTORY_CAP, check_int, check_page
+from .roles import is_admin, is_worker
+from .tables import Attempt, Task, TaskStatus
+
+__all__ = ["Page", "list_tasks", "pending", "dead_letter", "get_task", "history", "is_admin", "is_worker"]
+
+
+class Page(msgspec.Struct):
+    items: list[Task]
+    page: int
+    per_page: int
+    total: int
+
+
+def _require_admin(tables: Any, caller: Identity, what: str) -> None:
+    if not is_admin(tables, caller):
+        raise NotAuthorized(f"{what}: only an admin may read this ({caller} is not one)")
+
+
+def _status(value: TaskStatus | str) -> TaskStatus:
+    try:
+        return TaskStatus(value)
+    except ValueError:
+        raise InvalidArgument(f"status must be one of {', '.join(s.value for s in TaskStatus)}, not {value!r}") from None
+
+
+def _newest_first(tables: Any, statuses: list[TaskStatus], queue: str | None, job_type: str | None) -> Iterator[Task]:
+    """Matching tasks by id descending, driven by the most specific index at hand."""
+    source: Iterable[Task]
+    if statuses:
+        runs = [tables.task.status.filter(s, reverse=True) for s in statuses]
+        source = heapq.merge(*runs, key=lambda t: t.id, reverse=True) if len(runs) > 1 else runs[0]
+    elif job_type is not None:
+        source = tables.task.job_type.filter(job_type, reverse=True)
+    elif queue is not None:
+        source = tables.task.queue.filter(queue, reverse=True)
+    else:
+        source = tables.task.id.filter(Range(), reverse=True)
+    for task in source:
+        if (queue is None or task.queue == queue) and (job_type is None or task.job_type == job_type):
+            yield task
+
+
+def _page(
+    db: Database, caller: Identity, what: str, statuses: list[TaskStatus], queue: str | None, job_type: str | None, page: int, per_page: int
+) -> Page:
+    check_page(page, per_page)
+    with db.read() as view:
+        _require_admin(view.db, caller, what)
+        if not statuses and queue is None and job_type is None:
+            total = view.db.task.count()
+            matches = _newest_first(view.db, [], None, None)
+            items = list(islice(matches, (page - 1) * per_page, page * per_page))
+        else:
+            items, total = [], 0
+            start = (page - 1) * per_page
+            for task in _newest_first(view.db, statuses, queue, job_type):
+                if start <= total < start + per_page:
+                    items.append(task)
+                total += 1
+    return Page(items=items, page=page, per_page=per_page, total=total)
+
+
+def list_tasks(
+    db: Database,
+    caller: Identity,
+    *,
+    status: TaskStatus | str | None = None,
+    queue: str | None = None,
+    job_type: str | None = None,
+    page: int = 1,
+    per_page: int = 50,
+) -> Page:
+    """Tasks (admin only), filtered by status, queue and job type."""
+    statuses = [] if status is None else [_status(status)]
+    return _page(db, caller, "list_tasks", statuses, queue, job_type, page, per_page)
+
+
+def pending(db: Database, caller: Identity, *, queue: str | None = None, job_type: str | None = None, page: int = 1, per_page: int = 50) -> Page:
+    """Work not finished yet, queued or running (admin only)."""
+    return _page(db, caller, "pending", [TaskStatus.QUEUED, TaskStatus.RUNNING], queue, job_type, page, per_page)
+
+
+def dead_letter(db: Database, caller: Identity, *, queue: str | None = None, page: int = 1, per_page: int = 50) -> Page:
+    """The dead-letter tier (admin only): dead tasks, whatever the reason."""
+    return _page(db, caller, "dead_letter", [TaskStatus.DEAD], queue, None, page, per_page)
+
+
+def get_task(db: Database, caller: Identity, task_id: int) -> Task:
+    """One task, for an admin or a worker."""
+    with db.read() as view:
+        if not (is_admin(view.db, caller) or is_worker(view.db, caller)):
+            raise NotAuthorized(f"get_task: needs the worker role or admin ({caller} has neither)")
+        task: Task | None = view.db.task.id.find(task_id)
+    if task is None:
+        raise TaskNotFound(task_id)
+    return task
+
+
+def history(db: Database, caller: Identity, *, limit: int = 100, task_id: int | None = None) -> list[Attempt]:
+    """The newest `limit` attempt rows (admin only), of one task or of all."""
+    check_int("limit", limit, 1, MAX_HISTORY_CAP)
+    with db.read() as view:
+        _require_admin(view.db, caller, "history")
+        rows: Iterable[Attempt]
+        if task_id is None:
+            rows = view.db.attempt.id.filter(Range(), reverse=True)
+        else:
+            rows = view.db.attempt.task_id.filter(task_id, reverse=True)
+        return list(islice(rows, limit))

@@ -1,0 +1,147 @@
+"""The retry module's rows. `declare_tables` adds them to a fresh `Module`.
+
+One `task` table holds every task, whoever runs it (an in-module handler or an external worker):
+one state machine for both seeds. Two schedule tables carry the timers: `attempt_timer` (the next
+in-module attempt, at `run_after`) and `lease_timer` (the reaper of one claim, at its lease's end).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated, Any
+
+import msgspec
+
+from ..module import Module
+from ..schema import Index, PrimaryKey, Unique
+from ..types import Identity, ScheduleAt, Timestamp
+
+
+class TaskStatus(str, enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    DEAD = "dead"
+
+
+class DeadReason(str, enum.Enum):
+    EXHAUSTED = "exhausted"
+    GAVE_UP = "gave_up"
+    CANCELLED = "cancelled"
+
+
+class Outcome(str, enum.Enum):
+    """How one attempt ended (the task's resulting status is on the task)."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    GAVE_UP = "gave_up"
+    LEASE_EXPIRED = "lease_expired"
+
+
+# Claim walks these indexes: status and in_module first (only queued tasks for external workers),
+# then queue, then priority (negated, so the btree's ascending order is highest first), then
+# run_after. Inside one priority the first row is the oldest due one; if it is in the future the
+# whole priority is, and the walk jumps to the next priority.
+TASK_INDEXES = {
+    "by_claim_queue": ("status", "in_module", "queue", "neg_priority", "run_after"),
+    "by_claim": ("status", "in_module", "neg_priority", "run_after"),
+}
+
+
+class Task(msgspec.Struct):
+    id: Annotated[int, PrimaryKey(auto_inc=True)]
+    created_at: Annotated[Timestamp, Index()]
+    updated_at: Timestamp
+    queue: Annotated[str, Index()]
+    job_type: Annotated[str, Index()]
+    payload: Any
+    status: Annotated[TaskStatus, Index()]
+    dead_reason: DeadReason | None
+    attempts: int  # attempts started: the N-th claim or handler run makes it N
+    max_attempts: int
+    backoff_seconds: int
+    priority: int  # higher runs first
+    neg_priority: int  # -priority, for the claim indexes
+    in_module: bool  # queued for an in-module handler (claim skips it), not for workers
+    run_after: Annotated[Timestamp, Index()]
+    claimed_at: Timestamp | None = None
+    claimed_by: str | None = None  # the last claim's worker_id (kept after it ends, for audit)
+    lease_holder: Identity | None = None  # the identity whose lease is current (running only)
+    lease_expires_at: Timestamp | None = None
+    last_attempted_at: Timestamp | None = None
+    last_error: str | None = None
+    completed_at: Timestamp | None = None
+    result: Any = None
+    idempotency_key: Annotated[str | None, Index()] = None
+
+
+class Attempt(msgspec.Struct):
+    """One row per finished attempt, across all job types; the newest have the highest ids."""
+
+    id: Annotated[int, PrimaryKey(auto_inc=True)]
+    task_id: Annotated[int, Index()]
+    job_type: str
+    attempt: int
+    outcome: Outcome
+    error: str | None
+    worker: str  # the claim's worker_id, or "handler"
+    started_at: Timestamp
+    finished_at: Timestamp
+
+
+class RetryAdmin(msgspec.Struct):
+    identity: Annotated[Identity, PrimaryKey()]
+    added_at: Timestamp
+    added_by: Identity
+
+
+class RetryWorker(msgspec.Struct):
+    identity: Annotated[Identity, PrimaryKey()]
+    granted_at: Timestamp
+    granted_by: Identity
+
+
+class RetrySettings(msgspec.Struct):
+    id: Annotated[int, PrimaryKey()]  # always 0: one row
+    history_cap: int
+    default_lease_seconds: int
+
+
+class AttemptTimer(msgspec.Struct):
+    """Fires the next in-module attempt of `task_id`."""
+
+    scheduled_id: Annotated[int, PrimaryKey(auto_inc=True)]
+    scheduled_at: ScheduleAt
+    task_id: Annotated[int, Unique()]
+
+
+class LeaseTimer(msgspec.Struct):
+    """Fires when the lease of claim number `attempt` of `task_id` ends, unless it was released
+    (complete, fail) or moved (heartbeat) first."""
+
+    scheduled_id: Annotated[int, PrimaryKey(auto_inc=True)]
+    scheduled_at: ScheduleAt
+    task_id: Annotated[int, Unique()]
+    attempt: int
+
+
+def declare_tables(mod: Module) -> None:
+    mod.table(Task, indexes=TASK_INDEXES)
+    mod.table(Attempt)
+    mod.table(RetryAdmin)
+    mod.table(RetryWorker)
+    mod.table(RetrySettings)
+    mod.table(AttemptTimer, scheduled="run_attempt")
+    mod.table(LeaseTimer, scheduled="reap_lease")
+
+
+def settings_of(db: Any) -> RetrySettings:
+    row: RetrySettings | None = db.retry_settings.id.find(0)
+    if row is None:  # a database whose init never ran the retry module's hook
+        return RetrySettings(0, DEFAULT_HISTORY_CAP, DEFAULT_LEASE_SECONDS)
+    return row
+
+
+DEFAULT_HISTORY_CAP = 1000
+DEFAULT_LEASE_SECONDS = 300

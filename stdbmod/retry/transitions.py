@@ -1,0 +1,266 @@
+"""The task state machine: every change of a task's status goes through one function here, used
+alike by worker reducers, admin reducers, the in-module attempt runner and the lease reaper.
+
+    queued --claim / handler run--> running --complete / return--> completed
+    running --fail, attempts < max--> queued (run_after = now + backoff * 2**(attempts-1))
+    running --fail at max / GiveUp--> dead (exhausted / gave_up)
+    queued --cancel--> dead (cancelled);  dead --requeue--> queued (attempts reset)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from itertools import islice
+from typing import Any
+
+import msgspec
+
+from .. import codec
+from ..runtime import ReducerContext
+from ..types import At, Timestamp, TimeDuration
+from .errors import InvalidArgument, InvalidTransition
+from .limits import (
+    DEFAULT_BACKOFF_SECONDS,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_QUEUE,
+    MAX_ATTEMPTS_LIMIT,
+    MAX_BACKOFF_SECONDS,
+    PRIORITY_LIMIT,
+    backoff_delay,
+    check_int,
+    check_name,
+    clip_error,
+)
+from .tables import Attempt, AttemptTimer, DeadReason, LeaseTimer, Outcome, Task, TaskStatus, settings_of
+
+Handlers = Mapping[str, Callable[..., Any]]
+_replace = msgspec.structs.replace
+
+
+class TaskSpec(msgspec.Struct, frozen=True):
+    """Validated enqueue options."""
+
+    job_type: str
+    queue: str
+    payload: Any
+    max_attempts: int
+    backoff_seconds: int
+    run_after: Timestamp | None
+    priority: int
+    idempotency_key: str | None
+
+
+def task_spec(
+    job_type: str,
+    queue: str | None = None,
+    payload: Any = None,
+    max_attempts: int | None = None,
+    backoff_seconds: int | None = None,
+    run_after: Timestamp | None = None,
+    priority: int = 0,
+    idempotency_key: str | None = None,
+) -> TaskSpec:
+    try:
+        codec.msgpack_encoder.encode(payload)
+    except (TypeError, msgspec.EncodeError) as e:
+        raise InvalidArgument(f"payload cannot be stored: {e}") from None
+    if run_after is not None and not isinstance(run_after, Timestamp):
+        raise InvalidArgument("run_after must be a Timestamp")
+    return TaskSpec(
+        job_type=check_name("job_type", job_type),
+        queue=check_name("queue", DEFAULT_QUEUE if queue is None else queue),
+        payload=payload,
+        max_attempts=check_int("max_attempts", DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts, 1, MAX_ATTEMPTS_LIMIT),
+        backoff_seconds=check_int(
+            "backoff_seconds", DEFAULT_BACKOFF_SECONDS if backoff_seconds is None else backoff_seconds, 0, MAX_BACKOFF_SECONDS
+        ),
+        run_after=run_after,
+        priority=check_int("priority", priority, -PRIORITY_LIMIT, PRIORITY_LIMIT),
+        idempotency_key=None if idempotency_key is None else check_name("idempotency_key", idempotency_key),
+    )
+
+
+# --- timers ----------------------------------------------------------------------------------------
+
+
+def arm_attempt(ctx: ReducerContext, task: Task) -> None:
+    """Schedule the next in-module attempt of `task` at its run_after."""
+    ctx.db.attempt_timer.task_id.delete(task.id)
+    ctx.db.attempt_timer.insert(AttemptTimer(0, At(task.run_after), task.id))
+
+
+def disarm(ctx: ReducerContext, task_id: int) -> None:
+    ctx.db.attempt_timer.task_id.delete(task_id)
+    ctx.db.lease_timer.task_id.delete(task_id)
+
+
+# --- creating ----------------------------------------------------------------------------------------
+
+
+def create_task(ctx: ReducerContext, handlers: Handlers, spec: TaskSpec) -> Task:
+    """Insert a queued task (or return the one already holding its idempotency key). A job type
+    with a handler gets its first attempt scheduled at run_after: at once, by default."""
+    if spec.idempotency_key is not None:
+        for existing in ctx.db.task.idempotency_key.filter(spec.idempotency_key):
+            return existing  # type: ignore[no-any-return]
+    now = ctx.timestamp
+    in_module = spec.job_type in handlers
+    task: Task = ctx.db.task.insert(
+        Task(
+            id=0,
+            created_at=now,
+            updated_at=now,
+            queue=spec.queue,
+            job_type=spec.job_type,
+            payload=spec.payload,
+            status=TaskStatus.QUEUED,
+            dead_reason=None,
+            attempts=0,
+            max_attempts=spec.max_attempts,
+            backoff_seconds=spec.backoff_seconds,
+            priority=spec.priority,
+            neg_priority=-spec.priority,
+            in_module=in_module,
+            run_after=spec.run_after or now,
+            idempotency_key=spec.idempotency_key,
+        )
+    )
+    if in_module:
+        arm_attempt(ctx, task)
+    return task
+
+
+# --- attempts ----------------------------------------------------------------------------------------
+
+
+def start_attempt(ctx: ReducerContext, task: Task, **claim: Any) -> Task:
+    """queued -> running; attempts counts attempts started. `claim` sets the lease fields."""
+    if task.status is not TaskStatus.QUEUED:
+        raise InvalidTransition(f"task {task.id} is {task.status.value}, not queued")
+    now = ctx.timestamp
+    running = _replace(task, status=TaskStatus.RUNNING, attempts=task.attempts + 1, last_attempted_at=now, updated_at=now, **claim)
+    ctx.db.task.id.update(running)
+    return running
+
+
+def start_claim(ctx: ReducerContext, task: Task, worker_id: str, lease_seconds: int) -> Task:
+    expires = ctx.timestamp + TimeDuration.from_seconds(lease_seconds)
+    running = start_attempt(
+        ctx, task, claimed_at=ctx.timestamp, claimed_by=worker_id, lease_holder=ctx.sender, lease_expires_at=expires
+    )
+    ctx.db.lease_timer.insert(LeaseTimer(0, At(expires), task.id, running.attempts))
+    return running
+
+
+def extend_lease(ctx: ReducerContext, task: Task, lease_seconds: int) -> Task:
+    expires = ctx.timestamp + TimeDuration.from_seconds(lease_seconds)
+    extended = _replace(task, lease_expires_at=expires, updated_at=ctx.timestamp)
+    ctx.db.task.id.update(extended)
+    timer = ctx.db.lease_timer.task_id.find(task.id)
+    if timer is not None:
+        ctx.db.lease_timer.scheduled_id.update(_replace(timer, scheduled_at=At(expires)))
+    else:  # cannot happen for a running claimed task; re-arm rather than leave it unreaped
+        ctx.db.lease_timer.insert(LeaseTimer(0, At(expires), task.id, task.attempts))
+    return extended
+
+
+def _record(ctx: ReducerContext, task: Task, outcome: Outcome, error: str | None, worker: str) -> None:
+    """One history row; the oldest rows beyond the cap go in this same transaction."""
+    ctx.db.attempt.insert(
+        Attempt(
+            id=0,
+            task_id=task.id,
+            job_type=task.job_type,
+            attempt=task.attempts,
+            outcome=outcome,
+            error=error,
+            worker=worker,
+            started_at=task.last_attempted_at or ctx.timestamp,
+            finished_at=ctx.timestamp,
+        )
+    )
+    trim_history(ctx, settings_of(ctx.db).history_cap)
+
+
+def trim_history(ctx: ReducerContext, cap: int) -> int:
+    excess = ctx.db.attempt.count() - cap
+    if excess <= 0:
+        return 0
+    for row in list(islice(ctx.db.attempt.iter(), excess)):
+        ctx.db.attempt.delete(row)
+    return excess
+
+
+def succeed(ctx: ReducerContext, task: Task, result: Any, worker: str) -> Task:
+    _record(ctx, task, Outcome.COMPLETED, None, worker)
+    now = ctx.timestamp
+    done = _replace(
+        task, status=TaskStatus.COMPLETED, completed_at=now, result=result, lease_holder=None, lease_expires_at=None, updated_at=now
+    )
+    ctx.db.task.id.update(done)
+    disarm(ctx, task.id)
+    return done
+
+
+def fail(ctx: ReducerContext, handlers: Handlers, task: Task, error: str, outcome: Outcome, worker: str) -> Task:
+    """A failed attempt: back to queued with backoff, or dead when given up or out of attempts."""
+    error = clip_error(error)
+    _record(ctx, task, outcome, error, worker)
+    now = ctx.timestamp
+    after = _replace(task, last_error=error, lease_holder=None, lease_expires_at=None, updated_at=now)
+    if outcome is Outcome.GAVE_UP:
+        after = _replace(after, status=TaskStatus.DEAD, dead_reason=DeadReason.GAVE_UP)
+    elif task.attempts >= task.max_attempts:
+        after = _replace(after, status=TaskStatus.DEAD, dead_reason=DeadReason.EXHAUSTED)
+    else:
+        run_after = now + backoff_delay(task.backoff_seconds, task.attempts)
+        after = _replace(after, status=TaskStatus.QUEUED, run_after=run_after, in_module=task.job_type in handlers)
+    ctx.db.task.id.update(after)
+    disarm(ctx, task.id)
+    if after.status is TaskStatus.QUEUED and after.in_module:
+        arm_attempt(ctx, after)
+    return after
+
+
+# --- admin transitions ---------------------------------------------------------------------------
+
+
+def requeue(ctx: ReducerContext, handlers: Handlers, task: Task) -> Task:
+    """dead -> queued with attempts reset: a fresh start, due now."""
+    if task.status is not TaskStatus.DEAD:
+        raise InvalidTransition(f"task {task.id} is {task.status.value}; only a dead task can be requeued")
+    now = ctx.timestamp
+    fresh = _replace(
+        task,
+        status=TaskStatus.QUEUED,
+        dead_reason=None,
+        attempts=0,
+        run_after=now,
+        in_module=task.job_type in handlers,
+        lease_holder=None,
+        lease_expires_at=None,
+        updated_at=now,
+    )
+    ctx.db.task.id.update(fresh)
+    if fresh.in_module:
+        arm_attempt(ctx, fresh)
+    return fresh
+
+
+def cancel(ctx: ReducerContext, task: Task, reason: str | None) -> Task:
+    if task.status is not TaskStatus.QUEUED:
+        raise InvalidTransition(f"task {task.id} is {task.status.value}; only a queued task can be cancelled")
+    now = ctx.timestamp
+    dead = _replace(task, status=TaskStatus.DEAD, dead_reason=DeadReason.CANCELLED, updated_at=now)
+    if reason is not None:
+        dead = _replace(dead, last_error=clip_error(reason))
+    ctx.db.task.id.update(dead)
+    disarm(ctx, task.id)
+    return dead
+
+
+def delete(ctx: ReducerContext, task: Task) -> None:
+    if task.status is not TaskStatus.DEAD:
+        raise InvalidTransition(f"task {task.id} is {task.status.value}; only a dead task can be deleted")
+    ctx.db.task.delete(task)
+    disarm(ctx, task.id)

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _retry_support import ADMIN, WORKER, WORKER2
+
+from stdbmod import Database, ManualClock
+from stdbmod.retry import RetryModule, create_retry_module
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def rm() -> RetryModule:
+    return create_retry_module()
+
+
+@pytest.fixture
+def db(tmp_path: Path, rm: RetryModule, clock: ManualClock) -> Iterator[Database]:
+    """A retry database published by ADMIN, with WORKER and WORKER2 granted the worker role."""
+    d = Database.create(tmp_path / "db", rm.module, owner=ADMIN, clock=clock, durable=False)
+    d.call("grant_worker", WORKER, sender=ADMIN)
+    d.call("grant_worker", WORKER2, sender=ADMIN)
+    yield d
+    d.close()

@@ -1,0 +1,53 @@
+"""Claim is an index walk: the rows it reads depend on the number of priorities it passes over,
+not on how many tasks are queued, running, dead or future-dated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from _retry_support import ADMIN, WORKER
+
+from stdbmod import Database, ManualClock, TimeDuration
+from stdbmod.retry import RetryModule
+
+
+class CountingDecoder:
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.count = inner, 0
+
+    def decode(self, raw: bytes) -> Any:
+        self.count += 1
+        return self.inner.decode(raw)
+
+
+def _rows_read_by_claim(tmp_path: Path, rm: RetryModule, n: int) -> int:
+    clock = ManualClock()
+    db = Database.create(tmp_path / f"db{n}", rm.module, owner=ADMIN, clock=clock, durable=False)
+    try:
+        db.call("grant_worker", WORKER, sender=ADMIN)
+        future = clock.now() + TimeDuration.from_seconds(3600)
+        calls: list[tuple[str, tuple[Any, ...], Any]] = []
+        for i in range(n):
+            calls.append(("enqueue", ("j", f"q{i % 3}", None, None, None, future, 7), WORKER))  # future, high priority
+            calls.append(("enqueue", ("j", f"q{i % 3}", None, None, None, None, 0), WORKER))  # ready, low priority
+        db.call_many(calls)
+        db.call_many([("claim", (), WORKER)] * (n // 2))  # some running
+        table = rm.module.tables["task"]
+        counter = CountingDecoder(table.decoder)
+        table.decoder = counter  # type: ignore[assignment]
+        try:
+            got = db.call("claim", "q1", sender=WORKER)
+            got_any = db.call("claim", sender=WORKER)
+        finally:
+            table.decoder = counter.inner
+        assert got is not None and got.priority == 0 and got_any is not None
+        return counter.count
+    finally:
+        db.close()
+
+
+def test_claim_reads_a_constant_number_of_rows(tmp_path: Path, rm: RetryModule) -> None:
+    small = _rows_read_by_claim(tmp_path, rm, 30)
+    large = _rows_read_by_claim(tmp_path, rm, 3000)
+    assert small == large <= 8

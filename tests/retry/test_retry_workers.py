@@ -1,0 +1,161 @@
+"""External workers: enqueue, claim order, complete, fail, leases, the reaper, idempotency."""
+
+from __future__ import annotations
+
+import pytest
+from _retry_support import ADMIN, WORKER, WORKER2
+
+from stdbmod import Database, ManualClock, TimeDuration, Timestamp
+from stdbmod.retry import DeadReason, InvalidTransition, Outcome, StaleLease, TaskNotFound, TaskStatus, queries
+
+
+def _later(clock: ManualClock, seconds: float) -> Timestamp:
+    return clock.now() + TimeDuration.from_seconds(seconds)
+
+
+def test_enqueue_defaults(db: Database, clock: ManualClock) -> None:
+    t = db.call("enqueue", "send_welcome_email", None, {"user_id": 42}, sender=WORKER)
+    assert (t.queue, t.status, t.attempts, t.max_attempts, t.backoff_seconds, t.priority) == ("default", TaskStatus.QUEUED, 0, 5, 30, 0)
+    assert t.run_after == t.created_at == clock.now() and t.payload == {"user_id": 42}
+
+
+def test_claim_takes_highest_priority_then_oldest_ready(db: Database, clock: ManualClock) -> None:
+    low_old = db.call("enqueue", "j", None, None, None, None, None, 0, sender=WORKER)
+    clock.advance(1)
+    high_future = db.call("enqueue", "j", None, None, None, None, _later(clock, 60), 9, sender=WORKER)
+    high_new = db.call("enqueue", "j", None, None, None, None, None, 5, sender=WORKER)
+    clock.advance(1)
+    high_newer = db.call("enqueue", "j", None, None, None, None, None, 5, sender=WORKER)
+    low_new = db.call("enqueue", "j", sender=WORKER)
+    order = [db.call("claim", sender=WORKER).id for _ in range(4)]
+    assert order == [high_new.id, high_newer.id, low_old.id, low_new.id]
+    assert db.call("claim", sender=WORKER) is None  # only the future one is left
+    clock.advance(60)
+    assert db.call("claim", sender=WORKER).id == high_future.id
+
+
+def test_claim_by_queue(db: Database) -> None:
+    a = db.call("enqueue", "j", "emails", sender=WORKER)
+    b = db.call("enqueue", "j", "hooks", sender=WORKER)
+    assert db.call("claim", "hooks", sender=WORKER).id == b.id
+    assert db.call("claim", "hooks", sender=WORKER) is None
+    assert db.call("claim", "nothing-here", sender=WORKER) is None
+    assert db.call("claim", None, sender=WORKER).id == a.id
+
+
+def test_claim_never_returns_dead_completed_or_running(db: Database) -> None:
+    dead = db.call("enqueue", "j", sender=WORKER)
+    db.call("cancel", dead.id, sender=ADMIN)
+    done = db.call("enqueue", "j", sender=WORKER)
+    running = db.call("enqueue", "j", sender=WORKER)
+    assert db.call("claim", sender=WORKER).id == done.id
+    db.call("complete", done.id, {"ok": True}, sender=WORKER)
+    assert db.call("claim", sender=WORKER).id == running.id
+    assert db.call("claim", sender=WORKER2) is None
+
+
+def test_claim_starts_an_attempt_with_a_lease(db: Database, clock: ManualClock) -> None:
+    db.call("enqueue", "j", sender=WORKER)
+    t = db.call("claim", "default", "worker-1", 120, sender=WORKER)
+    assert (t.status, t.attempts, t.claimed_by, t.claimed_at, t.lease_holder) == (TaskStatus.RUNNING, 1, "worker-1", clock.now(), WORKER)
+    assert t.lease_expires_at == _later(clock, 120) == db.next_due()
+    assert t.last_attempted_at == clock.now()
+
+
+def test_complete_stores_the_result_and_history(db: Database, clock: ManualClock) -> None:
+    db.call("enqueue", "j", sender=WORKER)
+    t = db.call("claim", None, "w1", sender=WORKER)
+    clock.advance(3)
+    done = db.call("complete", t.id, {"ok": True}, sender=WORKER)
+    assert (done.status, done.result, done.completed_at, done.attempts) == (TaskStatus.COMPLETED, {"ok": True}, clock.now(), 1)
+    assert done.lease_holder is None and db.next_due() is None  # the reaper timer is gone
+    [h] = queries.history(db, ADMIN)
+    assert (h.outcome, h.worker, h.attempt, h.finished_at.micros - h.started_at.micros) == (Outcome.COMPLETED, "w1", 1, 3_000_000)
+    with pytest.raises(InvalidTransition, match="completed, not running"):
+        db.call("complete", t.id, sender=WORKER)
+    with pytest.raises(TaskNotFound):
+        db.call("complete", 999, sender=WORKER)
+
+
+def test_complete_of_a_queued_task_is_an_invalid_transition(db: Database) -> None:
+    t = db.call("enqueue", "j", sender=WORKER)
+    with pytest.raises(InvalidTransition) as err:
+        db.call("complete", t.id, sender=WORKER)
+    assert err.value.status_code == 409
+
+
+def test_fail_requeues_with_backoff_then_dead(db: Database, clock: ManualClock) -> None:
+    t = db.call("enqueue", "j", None, None, 2, 10, sender=WORKER)
+    db.call("claim", sender=WORKER)
+    f = db.call("fail", t.id, "provider 5xx", sender=WORKER)
+    assert (f.status, f.attempts, f.last_error, f.run_after) == (TaskStatus.QUEUED, 1, "provider 5xx", _later(clock, 10))
+    assert db.call("claim", sender=WORKER) is None
+    clock.advance(10)
+    db.call("claim", sender=WORKER)
+    d = db.call("fail", t.id, "still 5xx", sender=WORKER)
+    assert (d.status, d.dead_reason, d.attempts) == (TaskStatus.DEAD, DeadReason.EXHAUSTED, 2)
+
+
+def test_the_reaper_requeues_an_expired_lease_as_a_failed_attempt(db: Database, clock: ManualClock) -> None:
+    t = db.call("enqueue", "j", None, None, 2, 10, sender=WORKER)
+    db.call("claim", None, "w1", 60, sender=WORKER)
+    clock.advance(59)
+    assert db.run_due() == 0
+    clock.advance(1)
+    assert db.run_due() == 1
+    r = queries.get_task(db, ADMIN, t.id)
+    assert (r.status, r.attempts, r.lease_holder, r.run_after) == (TaskStatus.QUEUED, 1, None, _later(clock, 10))
+    assert "lease expired" in r.last_error and "w1" in r.last_error
+    assert queries.history(db, ADMIN)[0].outcome is Outcome.LEASE_EXPIRED
+    clock.advance(10)
+    db.call("claim", None, "w2", 60, sender=WORKER2)
+    clock.advance(60)
+    db.run_due()
+    d = queries.get_task(db, ADMIN, t.id)
+    assert (d.status, d.dead_reason, d.attempts) == (TaskStatus.DEAD, DeadReason.EXHAUSTED, 2)
+
+
+def test_heartbeat_extends_the_lease(db: Database, clock: ManualClock) -> None:
+    t = db.call("enqueue", "j", sender=WORKER)
+    db.call("claim", None, None, 60, sender=WORKER)
+    clock.advance(50)
+    h = db.call("heartbeat", t.id, 60, sender=WORKER)
+    assert h.lease_expires_at == _later(clock, 60) == db.next_due()
+    clock.advance(50)
+    assert db.run_due() == 0  # the old expiry passed without reaping
+    assert db.call("complete", t.id, sender=WORKER).status is TaskStatus.COMPLETED
+    with pytest.raises(InvalidTransition):
+        db.call("heartbeat", t.id, sender=WORKER)
+
+
+def test_a_stale_worker_is_refused(db: Database, clock: ManualClock) -> None:
+    t = db.call("enqueue", "j", None, None, 5, 0, sender=WORKER)
+    db.call("claim", None, "slow", 60, sender=WORKER)
+    clock.advance(60)
+    db.run_due()  # reaped
+    assert db.call("claim", None, "fast", 60, sender=WORKER2).attempts == 2
+    for name, args in [("complete", (t.id, None)), ("fail", (t.id, "late")), ("heartbeat", (t.id, None))]:
+        with pytest.raises(StaleLease, match="leased to another claim") as err:
+            db.call(name, *args, sender=WORKER)
+        assert err.value.status_code == 409 and not isinstance(err.value, InvalidTransition)
+    with pytest.raises(StaleLease):
+        db.call("complete", t.id, sender=ADMIN)  # an admin is not the lease holder either
+    assert db.call("complete", t.id, "done", sender=WORKER2).result == "done"
+
+
+def test_a_second_enqueue_with_the_same_key_returns_the_first_task(db: Database) -> None:
+    a = db.call("enqueue", "j", None, {"n": 1}, None, None, None, 0, "order-7", sender=WORKER)
+    b = db.call("enqueue", "other", "q2", {"n": 2}, None, None, None, 0, "order-7", sender=WORKER2)
+    assert b == a
+    c = db.call("submit", "j", None, None, None, None, None, 0, "order-8", sender=ADMIN)
+    assert c.id != a.id
+    assert queries.list_tasks(db, ADMIN).total == 2
+
+
+def test_attempts_count_claims(db: Database, clock: ManualClock) -> None:
+    t = db.call("enqueue", "j", None, None, 5, 0, sender=WORKER)
+    for n in (1, 2, 3):
+        assert db.call("claim", sender=WORKER).attempts == n
+        db.call("fail", t.id, "x", sender=WORKER)
+    assert db.call("claim", sender=WORKER).attempts == 4
+    assert db.call("complete", t.id, sender=WORKER).attempts == 4
