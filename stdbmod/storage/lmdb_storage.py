@@ -137,8 +137,15 @@ class _LmdbWrite(_LmdbRead, WriteTxn):
 
     def commit(self) -> None:
         txn, self._txn = self._txn, None
-        with _translated():
-            txn.commit()
+        try:
+            with _translated():
+                txn.commit()
+        except StorageError as e:
+            # A failed write of the meta page leaves the environment in MDB_PANIC, yet the
+            # commit itself reports a plain I/O error: only the next begin() would say so.
+            if not isinstance(e, StoragePanic) and self._s.panicked():
+                raise StoragePanic(f"LMDB panic after a failed commit ({e}); the database must be reopened") from e
+            raise
 
     def abort(self) -> None:
         txn, self._txn = self._txn, None
@@ -213,6 +220,16 @@ class LmdbStorage(Storage):
     def begin_write(self) -> WriteTxn:
         with _translated():
             return _LmdbWrite(self, self._env.begin(write=True, buffers=False))
+
+    def panicked(self) -> bool:
+        """Whether the environment is in MDB_PANIC (every transaction would fail)."""
+        try:
+            self._env.begin().abort()
+        except lmdb.PanicError:
+            return True
+        except lmdb.Error:
+            return False
+        return False
 
     def grow(self) -> None:
         with _translated():
