@@ -40,6 +40,7 @@ from .clock import Clock, SystemClock
 from .commitlog import CommitRecord
 from .core import Core
 from .dblog import DbLog, LogLine
+from .integrity import check_integrity
 from .jobs import CallJob, Job, LifecycleJob, ScheduledJob
 from .schema_check import check_compatible
 from .tables import DbView
@@ -348,6 +349,21 @@ class Database:
                 for key, value in r.scan(spaces.rows(name)):
                     h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
         return h.hexdigest()
+
+    def check_integrity(self) -> list[str]:
+        """Disagreements between rows and what is derived from them (indexes, sequences, the
+        schedule queue, commit log offsets), one line each; empty when consistent."""
+        with self._core.storage.begin_read() as r:
+            return check_integrity(r, self.module.tables)
+
+    def backup(self, dest: str | os.PathLike[str]) -> None:
+        """A compacted, consistent copy of the whole database at `dest` (a new or empty
+        directory), taken in a read transaction: writers keep going while it runs, and the copy
+        holds every transaction committed before it began."""
+        target = os.fspath(dest)
+        if os.path.exists(os.path.join(target, "data.mdb")):
+            raise CallError(f"{target} already holds a database; back up into a new directory")
+        self._core.storage.copy_to(target, compact=True)
 
     def describe(self) -> dict[str, Any]:
         return self.module.describe()
