@@ -36,10 +36,56 @@ def _translated() -> Iterator[None]:
         raise StorageError(f"LMDB: {e}") from e
 
 
+class _ReadGate:
+    """LMDB may resize the map only while no transaction is active in the process; a read
+    transaction open across `set_mapsize` is invalidated (and a reader inside LMDB at that moment
+    would touch unmapped memory). Read transactions hold this gate shared, growing holds it alone.
+
+    A pending grow makes new readers wait, except on a thread that already holds a read (it
+    could be the one the grow waits for)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._growing = False
+        self._mine = threading.local()
+
+    def enter(self) -> None:
+        held = getattr(self._mine, "n", 0)
+        with self._cond:
+            if not held:
+                self._cond.wait_for(lambda: not self._growing)
+            self._readers += 1
+        self._mine.n = held + 1
+
+    def leave(self) -> None:
+        self._mine.n = getattr(self._mine, "n", 1) - 1
+        with self._cond:
+            self._readers -= 1
+            if self._readers == 0:
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def alone(self, timeout: float) -> Iterator[None]:
+        with self._cond:
+            self._growing = True
+            try:
+                if not self._cond.wait_for(lambda: self._readers == 0, timeout):
+                    raise StorageError(f"the map is full and cannot grow: read transactions stayed open for {timeout:.0f} s")
+                yield
+            finally:
+                self._growing = False
+                self._cond.notify_all()
+
+
+GROW_WAIT = 60.0  # how long growing the map waits for open read transactions to end
+
+
 class _LmdbRead(ReadTxn):
-    def __init__(self, storage: LmdbStorage, txn: Any) -> None:
+    def __init__(self, storage: LmdbStorage, txn: Any, gate: _ReadGate | None = None) -> None:
         self._s = storage
         self._txn = txn
+        self._gate = gate  # read transactions only: released when the transaction ends
 
     def _db(self, space: str) -> Any:
         return self._s._dbs.get(space)
@@ -100,6 +146,12 @@ class _LmdbRead(ReadTxn):
         if self._txn is not None:
             self._txn.abort()
             self._txn = None
+            if self._gate is not None:
+                self._gate.leave()
+
+    def __del__(self) -> None:
+        if getattr(self, "_gate", None) is not None and self._txn is not None:
+            self.close()  # a read transaction dropped without close() must not block growth
 
 
 class _LmdbWrite(_LmdbRead, WriteTxn):
@@ -189,6 +241,7 @@ class LmdbStorage(Storage):
                 _open_envs.discard(self._ident)
             raise
         self._dbs: dict[str, Any] = {}
+        self._gate = _ReadGate()
         self._open_existing()
         self._closed = False
 
@@ -214,8 +267,13 @@ class LmdbStorage(Storage):
                 self.grow()
 
     def begin_read(self) -> ReadTxn:
-        with _translated():
-            return _LmdbRead(self, self._env.begin(write=False, buffers=False))
+        self._gate.enter()
+        try:
+            with _translated():
+                return _LmdbRead(self, self._env.begin(write=False, buffers=False), self._gate)
+        except BaseException:
+            self._gate.leave()
+            raise
 
     def begin_write(self) -> WriteTxn:
         with _translated():
@@ -232,7 +290,7 @@ class LmdbStorage(Storage):
         return False
 
     def grow(self) -> None:
-        with _translated():
+        with self._gate.alone(GROW_WAIT), _translated():
             self._env.set_mapsize(self._env.info()["map_size"] * 2)
 
     @property
@@ -241,8 +299,12 @@ class LmdbStorage(Storage):
 
     def copy_to(self, path: str, compact: bool = True) -> None:
         os.makedirs(path, exist_ok=True)
-        with _translated():
-            self._env.copy(path, compact=compact)
+        self._gate.enter()  # the copy reads the map inside its own read transaction
+        try:
+            with _translated():
+                self._env.copy(path, compact=compact)
+        finally:
+            self._gate.leave()
 
     def sync(self) -> None:
         with _translated():
