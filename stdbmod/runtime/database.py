@@ -36,6 +36,7 @@ from ..schema import ReducerDef
 from ..storage import LmdbStorage, Storage
 from ..types import ConnectionId, Identity, Timestamp
 from . import commitlog, spaces
+from .backup import check_target
 from .clock import Clock, SystemClock
 from .commitlog import CommitRecord
 from .core import Core
@@ -360,10 +361,7 @@ class Database:
         """A compacted, consistent copy of the whole database at `dest` (a new or empty
         directory), taken in a read transaction: writers keep going while it runs, and the copy
         holds every transaction committed before it began."""
-        target = os.fspath(dest)
-        if os.path.exists(os.path.join(target, "data.mdb")):
-            raise CallError(f"{target} already holds a database; back up into a new directory")
-        self._core.storage.copy_to(target, compact=True)
+        self._core.storage.copy_to(check_target(dest), compact=True)
 
     def describe(self) -> dict[str, Any]:
         return self.module.describe()

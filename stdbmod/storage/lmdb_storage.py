@@ -267,13 +267,25 @@ class LmdbStorage(Storage):
                 self.grow()
 
     def begin_read(self) -> ReadTxn:
-        self._gate.enter()
-        try:
-            with _translated():
-                return _LmdbRead(self, self._env.begin(write=False, buffers=False), self._gate)
-        except BaseException:
-            self._gate.leave()
-            raise
+        for attempt in range(3):
+            self._gate.enter()
+            try:
+                with _translated():
+                    return _LmdbRead(self, self._env.begin(write=False, buffers=False), self._gate)
+            except StorageError as e:
+                self._gate.leave()
+                if not isinstance(e.__cause__, lmdb.MapResizedError) or attempt == 2:
+                    raise
+            except BaseException:
+                self._gate.leave()
+                raise
+            self._adopt_map_size()
+        raise AssertionError("unreachable")
+
+    def _adopt_map_size(self) -> None:
+        """Another process (a server) grew the map past ours: map what it uses now."""
+        with self._gate.alone(GROW_WAIT), _translated():
+            self._env.set_mapsize(0)
 
     def begin_write(self) -> WriteTxn:
         with _translated():
@@ -298,13 +310,22 @@ class LmdbStorage(Storage):
         return int(self._env.info()["map_size"])
 
     def copy_to(self, path: str, compact: bool = True) -> None:
+        """A consistent copy (one read transaction: writers carry on) into the directory `path`."""
         os.makedirs(path, exist_ok=True)
-        self._gate.enter()  # the copy reads the map inside its own read transaction
-        try:
-            with _translated():
-                self._env.copy(path, compact=compact)
-        finally:
-            self._gate.leave()
+        for attempt in range(3):
+            self._gate.enter()  # the copy reads the map inside its own read transaction
+            try:
+                with _translated():
+                    self._env.copy(path, compact=compact)
+                return
+            except StorageError as e:
+                if not isinstance(e.__cause__, lmdb.MapResizedError) or attempt == 2:
+                    raise
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(path, "data.mdb"))
+            finally:
+                self._gate.leave()
+            self._adopt_map_size()
 
     def sync(self) -> None:
         with _translated():

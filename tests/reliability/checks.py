@@ -16,7 +16,7 @@ from typing import Any, cast
 from lmdb import verify as lmdb_verify
 
 from stdbmod import Database, Identity, ManualClock, Module
-from stdbmod.runtime import apply_changes
+from stdbmod.runtime import apply_changes, spaces
 
 from .faults import Said
 from .invariants import module_invariants
@@ -27,35 +27,40 @@ from .workloads import START, Advance, Call, Group, Outcome, Tick, Workload, exe
 class StepStates:
     hashes: list[str]  # before the step, then after each of its transactions
     outcomes: list[Outcome] = field(default_factory=list)  # per answered unit (calls only)
+    log: int = 0  # commit records once the step is over
 
 
 class Reference:
     """The states `w` goes through. `skip`: (step, unit) pairs that failed with a storage error
-    in the real run, so they are left out here (they must not have happened)."""
+    in the real run, so they are left out here (they must not have happened). Without `hashes`
+    only outcomes and commit-log lengths are kept (hashing every state of a long run is slow)."""
 
-    def __init__(self, w: Workload, skip: set[tuple[int, int]] | frozenset[tuple[int, int]] = frozenset()) -> None:
+    def __init__(self, w: Workload, skip: set[tuple[int, int]] | frozenset[tuple[int, int]] = frozenset(), hashes: bool = True) -> None:
         self.workload = w
         self.steps: list[StepStates] = []
+        self._hash = (lambda db: db.state_hash()) if hashes else (lambda db: "")
         with tempfile.TemporaryDirectory(prefix="stdbmod-ref-") as tmp:
             clock = ManualClock(START)
             db = Database.create(tmp, make_module(w.module), owner=Identity.from_hex(w.owner), clock=clock, durable=False)
             try:
                 for step in w.setup:
                     execute(db, clock, step)
-                self.initial = db.state_hash()
+                self.initial = self._hash(db)
+                self.initial_log = log_length(db)
                 for i, step in enumerate(w.steps):
-                    self.steps.append(self._run(db, clock, i, step, skip))
+                    st = self._run(db, clock, i, step, skip)
+                    st.log = log_length(db)
+                    self.steps.append(st)
             finally:
                 db.close()
 
-    @staticmethod
-    def _run(db: Database, clock: ManualClock, i: int, step: Any, skip: Any) -> StepStates:
-        st = StepStates([db.state_hash()])
+    def _run(self, db: Database, clock: ManualClock, i: int, step: Any, skip: Any) -> StepStates:
+        st = StepStates([self._hash(db)])
         if isinstance(step, Advance):
             clock.advance(step.seconds)
         elif isinstance(step, Tick):
             while db.run_due(limit=1):  # one scheduled transaction at a time: every prefix
-                st.hashes.append(db.state_hash())
+                st.hashes.append(self._hash(db))
         else:
             calls: list[Call] = step.calls if isinstance(step, Group) else [step]
             for j, c in enumerate(calls):
@@ -67,8 +72,11 @@ class Reference:
                         st.outcomes.append(outcome_of(None))
                     except Exception as e:
                         st.outcomes.append(outcome_of(e))
-                st.hashes.append(db.state_hash())
+                st.hashes.append(self._hash(db))
         return st
+
+    def log_after(self, step: int) -> int:
+        return self.initial_log if step < 0 else self.steps[step].log
 
     def after(self, step: int) -> str:
         """The state once `step` is over (-1: before the first)."""
@@ -97,6 +105,22 @@ class Reference:
             if ref.kind != o.kind:
                 problems.append(f"step {i} unit {j}: the run said {o.kind} {o.error}, the reference {ref.kind} {ref.error}")
         return problems
+
+
+def log_length(db: Database) -> int:
+    with db.storage.begin_read() as r:
+        return r.count(spaces.COMMIT_LOG)
+
+
+def state_at(db: Database, records: int) -> str:
+    """The state hash `db` had after its first `records` commit records (replayed)."""
+    with tempfile.TemporaryDirectory(prefix="stdbmod-prefix-") as tmp:
+        scratch = Database.create(tmp, db.module, owner=db.owner, name=db.name, identity=db.identity, run_init=False, durable=False)
+        try:
+            apply_changes(scratch, db.commit_log(0, records))
+            return scratch.state_hash()
+        finally:
+            scratch.close()
 
 
 def lmdb_problems(data: Path) -> list[str]:
