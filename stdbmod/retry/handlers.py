@@ -15,11 +15,11 @@ from typing import Any
 
 import msgspec
 
-from .. import codec
 from ..runtime import ReducerContext
 from ..types import Identity, Timestamp
 from . import transitions
 from .errors import GiveUp, RetryableError
+from .limits import unstorable
 from .tables import AttemptTimer, Outcome, Task, TaskStatus
 
 HANDLER_WORKER = "handler"
@@ -99,7 +99,9 @@ def run_handler_attempt(ctx: ReducerContext, handlers: dict[str, Handler], timer
         with ctx.savepoint():
             try:
                 result = handler(HandlerContext(ctx, running), running.payload)
-                codec.msgpack_encoder.encode(result)  # unstorable: a failed attempt, not a crash
+                why = unstorable(result)
+                if why is not None:
+                    raise RetryableError(f"the handler returned a result that cannot be stored: {why}")
             except GiveUp as e:
                 gave_up = str(e) or "gave up"
     except RetryableError as e:

@@ -6,6 +6,9 @@ Names that end up in index keys (job type, queue, idempotency key) are bounded w
 
 from __future__ import annotations
 
+import msgspec
+
+from .. import codec
 from ..types import TimeDuration
 from .errors import InvalidArgument
 
@@ -61,3 +64,12 @@ def clip_error(text: str) -> str:
         return text
     half = MAX_ERROR_CHARS // 2
     return text[:half] + f"\n... [{len(text) - 2 * half} characters cut] ...\n" + text[-half:]
+
+
+def unstorable(value: object) -> str | None:
+    """Why `value` cannot be stored in a row (payload, result), or None if it can."""
+    try:
+        codec.msgpack_encoder.encode(value)
+    except (TypeError, ValueError, NotImplementedError, OverflowError, msgspec.EncodeError) as e:
+        return str(e) or type(e).__name__
+    return None

@@ -15,7 +15,6 @@ from typing import Any
 
 import msgspec
 
-from .. import codec
 from ..runtime import ReducerContext
 from ..types import At, Timestamp, TimeDuration
 from .errors import InvalidArgument, InvalidTransition
@@ -30,6 +29,7 @@ from .limits import (
     check_int,
     check_name,
     clip_error,
+    unstorable,
 )
 from .tables import Attempt, AttemptTimer, DeadReason, LeaseTimer, Outcome, Task, TaskStatus, settings_of
 
@@ -60,10 +60,9 @@ def task_spec(
     priority: int = 0,
     idempotency_key: str | None = None,
 ) -> TaskSpec:
-    try:
-        codec.msgpack_encoder.encode(payload)
-    except (TypeError, msgspec.EncodeError) as e:
-        raise InvalidArgument(f"payload cannot be stored: {e}") from None
+    why = unstorable(payload)
+    if why is not None:
+        raise InvalidArgument(f"payload cannot be stored: {why}")
     if run_after is not None and not isinstance(run_after, Timestamp):
         raise InvalidArgument("run_after must be a Timestamp")
     return TaskSpec(

@@ -82,6 +82,14 @@ class ReadView:
         self.close()
 
 
+def _encode_args(reducer: str, decoded: Any) -> bytes:
+    # JSON decodes integers of any size; MessagePack stores 64 bits at most.
+    try:
+        return codec.msgpack_encoder.encode(decoded)
+    except (OverflowError, msgspec.EncodeError) as e:
+        raise ArgumentError(f"{reducer}: {e}") from None
+
+
 def _storage(where: str | os.PathLike[str] | Storage, **options: Any) -> Storage:
     return where if isinstance(where, Storage) else LmdbStorage(os.fspath(where), **options)
 
@@ -224,7 +232,7 @@ class Database:
             reducer=name,
             sender=sender,
             connection_id=connection_id,
-            args_bytes=codec.msgpack_encoder.encode(decoded),
+            args_bytes=_encode_args(name, decoded),
             reducer_def=r,
             args=msgspec.structs.astuple(decoded),
         )

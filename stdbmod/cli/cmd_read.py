@@ -1,0 +1,144 @@
+"""`stdbmod sql`, `logs` and `log`: the commands that only read."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import click
+import msgspec
+
+from .. import codec
+from ..runtime import CommitRecord, Database, LogLine
+from ..types import ConnectionId, Identity, Timestamp
+from .datadir import open_database
+from .options import as_option, caller, data_option, json_option, module_option
+from .render import console, print_json, table
+from .sql import run_sql
+
+
+@click.command()
+@data_option
+@module_option
+@click.argument("query")
+@as_option
+@json_option
+def sql(data: str, module: str | None, query: str, as_: str | None, as_json: bool) -> None:
+    """Run a SELECT: WHERE on columns with AND/OR/NOT and comparisons, ORDER BY, LIMIT, COUNT(*).
+
+    Private tables answer only the database owner (see --as)."""
+    who = caller(as_)
+    with open_database(data, module) as (db, _):
+        result = run_sql(db, query, who)
+    if as_json:
+        print_json(result.as_dicts())
+        return
+    c = console()
+    c.print(table(result.columns, result.rows))
+    if result.columns != ["count"] or len(result.rows) != 1:
+        c.print(f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})")
+
+
+def _log_text(line: LogLine) -> str:
+    return f"{Timestamp(line.timestamp).isoformat()} {line.level.upper():5} {line.reducer}: {line.message}"
+
+
+def _emit(lines: list[LogLine], as_json: bool) -> None:
+    for line in lines:
+        if as_json:
+            sys.stdout.write(msgspec.json.encode(line).decode() + "\n")
+        else:
+            sys.stdout.write(_log_text(line) + "\n")
+    sys.stdout.flush()
+
+
+@click.command()
+@data_option
+@module_option
+@click.option("-n", "--num-lines", "num", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines as they come (Ctrl-C stops).")
+@click.option("--interval", type=click.FloatRange(min=0.01), default=0.5, hidden=True)
+@json_option
+def logs(data: str, module: str | None, num: int | None, follow: bool, interval: float, as_json: bool) -> None:
+    """The database log: failed calls, tracebacks, module log lines (--json: one object a line)."""
+    try:
+        with open_database(data, module) as (db, _):
+            lines = db.logs(last=num)
+            _emit(lines, as_json)
+            if not follow:
+                return
+            nxt = lines[-1].offset + 1 if lines else _next_log_offset(db)
+            while True:
+                time.sleep(interval)
+                new = db.logs(start=nxt)
+                if new:
+                    _emit(new, as_json)
+                    nxt = new[-1].offset + 1
+    except KeyboardInterrupt:
+        return  # Ctrl-C is how -f ends
+
+
+def _next_log_offset(db: Database) -> int:
+    last = db.logs(last=1)
+    return last[-1].offset + 1 if last else 0
+
+
+def _decoded_rows(db: Database, table: str, raws: list[bytes]) -> list[Any]:
+    t = db.module.tables.get(table)
+    out: list[Any] = []
+    for raw in raws:
+        try:
+            out.append(codec.to_builtins(t.decoder.decode(raw)) if t else raw.hex())
+        except msgspec.DecodeError:
+            out.append(raw.hex())
+    return out
+
+
+def record_json(db: Database, rec: CommitRecord) -> dict[str, Any]:
+    """A commit record with its arguments and rows decoded (undecodable bytes as hex)."""
+    args: Any = rec.args.hex()
+    r = db.module.reducers.get(rec.reducer)
+    if rec.kind == "call" and r is not None:
+        try:
+            args = codec.to_builtins(list(msgspec.structs.astuple(r.msgpack_decoder.decode(rec.args))))
+        except msgspec.DecodeError:
+            pass
+    return {
+        "offset": rec.offset,
+        "timestamp": rec.timestamp,
+        "kind": rec.kind,
+        "reducer": rec.reducer,
+        "sender": Identity(rec.sender).to_hex(),
+        "connection_id": ConnectionId(rec.connection_id).to_hex() if rec.connection_id else None,
+        "args": args,
+        "changes": [
+            {"table": c.table, "deletes": _decoded_rows(db, c.table, c.deletes), "inserts": _decoded_rows(db, c.table, c.inserts)}
+            for c in rec.changes
+        ],
+    }
+
+
+def _changes_text(rec: CommitRecord) -> str:
+    return ", ".join(f"{c.table} +{len(c.inserts)} -{len(c.deletes)}" for c in rec.changes) or "(none)"
+
+
+@click.command()
+@data_option
+@module_option
+@click.option("--from", "start", type=click.IntRange(min=0), default=0, show_default=True, help="The first offset to show.")
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="At most this many records.")
+@json_option
+def log(data: str, module: str | None, start: int, limit: int | None, as_json: bool) -> None:
+    """The commit log: one record per committed transaction, with its row changes."""
+    with open_database(data, module) as (db, _):
+        records = db.commit_log(start, limit)
+        if as_json:
+            print_json([record_json(db, r) for r in records])
+            return
+    rows = [
+        (r.offset, Timestamp(r.timestamp), r.kind, r.reducer, Identity(r.sender), _changes_text(r))
+        for r in records
+    ]
+    console().print(table(["offset", "time", "kind", "reducer", "sender", "changes"], rows, short_ids=True))
+

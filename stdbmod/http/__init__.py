@@ -1,0 +1,22 @@
+"""The HTTP front end: seed 000's job API and SpacetimeDB-style routes over one database.
+
+    from stdbmod.http import create_app, load_or_create_key, serve
+"""
+
+from .app import create_app
+from .auth import Claims, InvalidToken, SigningKey, load_or_create_key
+from .context import ServerContext
+from .errors import HttpError
+from .serve import load_module, serve
+
+__all__ = [
+    "create_app",
+    "serve",
+    "load_module",
+    "load_or_create_key",
+    "SigningKey",
+    "Claims",
+    "InvalidToken",
+    "HttpError",
+    "ServerContext",
+]

@@ -1,0 +1,79 @@
+"""`create_app`: the Starlette application serving one database.
+
+    app = create_app(lambda: Database.open(path, module), key=load_or_create_key(path))
+    uvicorn.run(app)
+
+Give a factory and the app opens the database in its lifespan (never at import time, and never
+before a fork: LMDB environments must not be inherited) and closes it on shutdown, after the
+server has finished its requests; `Database.close` lets queued calls commit first. Give an open
+`Database` and it stays the caller's to close. The lifespan also runs the production scheduler,
+so backoff timers and lease reapers fire.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..errors import StdbError, StoragePanic
+from ..runtime import Database, Scheduler
+from . import errors, inputs, openapi, routes_jobs, routes_v1
+from .auth import SigningKey
+from .context import ServerContext
+from .render import json_response
+from .routing import Endpoint, build_routes
+
+ENDPOINTS: list[Endpoint] = [*routes_v1.ENDPOINTS, *routes_jobs.ENDPOINTS]
+
+
+def create_app(
+    db: Database | Callable[[], Database],
+    *,
+    key: SigningKey,
+    body_limit: int = inputs.DEFAULT_BODY_LIMIT,
+    token_ttl: float | None = None,
+    run_scheduler: bool = True,
+    on_panic: Callable[[StoragePanic], None] | None = None,
+) -> Starlette:
+    """The app. `token_ttl` (seconds) makes minted tokens expire; `on_panic` is told when the
+    storage panics (the server must then exit: `serve` does)."""
+    ctx = ServerContext(key, body_limit=body_limit, token_ttl=token_ttl)
+    spec = openapi.document(ENDPOINTS)
+
+    async def openapi_json(request: Request) -> Response:
+        ctx.optional_caller(request)
+        return json_response(spec)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        owned = not isinstance(db, Database)
+        database = db() if not isinstance(db, Database) else db
+        if on_panic is not None:
+            database._core.on_panic = on_panic  # the runtime's hook, called on the writer thread
+        scheduler = Scheduler(database).start() if run_scheduler else None
+        ctx.attach(database)
+        try:
+            yield
+        finally:
+            if scheduler is not None:
+                scheduler.stop()
+            ctx.detach()
+            if owned:
+                database.close()
+
+    return Starlette(
+        routes=[*build_routes(ENDPOINTS, ctx), Route("/openapi.json", openapi_json, methods=["GET"])],
+        lifespan=lifespan,
+        exception_handlers={
+            errors.HttpError: errors.on_http_error,
+            HTTPException: errors.on_starlette_error,
+            StdbError: errors.on_stdb_error,
+            Exception: errors.on_unexpected,
+        },
+    )

@@ -1,0 +1,33 @@
+"""`stdbmod serve`, as a click command the CLI registers (``main.add_command(serve_command)``);
+also runnable alone as ``python -m stdbmod.http``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import StdbError
+from .serve import serve
+
+
+@click.command("serve")
+@click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False), help="The database directory (created and published when empty).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
+@click.option("--port", default=3000, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
+@click.option(
+    "--owner-token", envvar="STDBMOD_OWNER_TOKEN", default=None,
+    help="When publishing, the owner is this token's identity (default: a new identity, its token written to DATA/owner.token).",
+)
+@click.option("--token-ttl", type=click.FloatRange(min=1), default=None, help="Seconds until tokens minted by POST /v1/identity expire (default: never).")
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+@click.argument("module", required=False)
+def serve_command(data_dir: str, host: str, port: int, owner_token: str | None, token_ttl: float | None, log_level: str, module: str | None) -> None:
+    """Serve the database at DATA over HTTP, publishing MODULE (default: the built-in task-retry
+    module) first when DATA holds none. MODULE is path/to/file.py[:NAME] or package.module[:NAME]."""
+    try:
+        code = serve(data_dir, host, port, module, owner_token=owner_token, token_ttl=token_ttl, log_level=log_level)
+    except StdbError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    sys.exit(code)

@@ -1,0 +1,72 @@
+"""Errors as HTTP answers: every failure is JSON ``{"error": "..."}`` with a fitting status.
+
+One mapping for the whole app: a `StdbError` answers with its `status_code` (so a reducer's
+`SenderError` is SpacetimeDB's 530 on the `/v1/.../call` route), an `HttpError` with its own,
+Starlette's routing errors (404, 405) keep theirs, and anything else is a 500 whose details go to
+the server log only. The job routes translate reducer errors first (`job_status`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..errors import ConstraintViolation, ReducerFailed, SenderError, StdbError
+from .auth import InvalidToken
+from .render import json_response
+
+log = logging.getLogger("stdbmod.http")
+
+
+class HttpError(Exception):
+    """A request the server refuses, with the status and message to answer."""
+
+    def __init__(self, status_code: int, message: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+
+
+def error_response(status_code: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
+    return json_response({"error": message}, status_code, headers=headers)
+
+
+def job_status(e: StdbError) -> int:
+    """The job routes' status for a reducer error: the retry errors carry their own (403, 404,
+    409, 400); a broken constraint is a conflict; any other refusal is a bad request; a reducer
+    that crashed is the server's fault."""
+    if isinstance(e, ReducerFailed):
+        return 500
+    if e.status_code != SenderError.status_code:
+        return e.status_code
+    if isinstance(e, ConstraintViolation):
+        return 409
+    return 400
+
+
+async def on_http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HttpError)
+    return error_response(exc.status_code, exc.message)
+
+
+async def on_starlette_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return error_response(exc.status_code, str(exc.detail), headers=exc.headers)
+
+
+async def on_stdb_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StdbError)
+    if isinstance(exc, InvalidToken):
+        return error_response(401, str(exc), headers={"WWW-Authenticate": 'Bearer realm="stdbmod"'})
+    if exc.status_code >= 500 and not isinstance(exc, (SenderError, ReducerFailed)):
+        log.error("%s on %s %s: %s", type(exc).__name__, request.method, request.url.path, exc)
+    return error_response(exc.status_code, str(exc) or type(exc).__name__)
+
+
+async def on_unexpected(request: Request, exc: Exception) -> Response:
+    # Starlette's ServerErrorMiddleware logs the traceback; the client learns nothing more.
+    return error_response(500, "internal server error")

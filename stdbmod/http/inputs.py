@@ -1,0 +1,112 @@
+"""Reading requests: the body (with a size limit checked while it arrives), JSON bodies and query
+strings decoded into the Structs of `wire`, and the bearer token."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from functools import lru_cache
+from typing import Any, TypeVar, cast
+
+import msgspec
+import msgspec.inspect
+from starlette.requests import Request
+
+from .. import codec
+from .errors import HttpError
+
+T = TypeVar("T")
+
+DEFAULT_BODY_LIMIT = 1 << 20
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The whole body, refused with 413 as soon as it is known to exceed `limit` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise HttpError(400, "Content-Length is not a number")
+        if int(declared) > limit:
+            raise HttpError(413, f"the body is larger than {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HttpError(413, f"the body is larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@lru_cache(maxsize=None)
+def _decoder(typ: Hashable) -> msgspec.json.Decoder[Any]:
+    return codec.json_decoder(typ)
+
+
+@lru_cache(maxsize=None)
+def _int_fields(typ: Hashable) -> frozenset[str]:
+    """The fields of Struct `typ` that may hold an integer (and not any JSON value)."""
+
+    def has_int(t: msgspec.inspect.Type) -> bool:
+        if isinstance(t, msgspec.inspect.Metadata):
+            return has_int(t.type)
+        if isinstance(t, msgspec.inspect.UnionType):
+            return any(has_int(u) for u in t.types)
+        return isinstance(t, msgspec.inspect.IntType)
+
+    info = msgspec.inspect.type_info(typ)
+    if not isinstance(info, msgspec.inspect.StructType):
+        return frozenset()
+    return frozenset(f.encode_name for f in info.fields if has_int(f.type))
+
+
+def _integral_floats(obj: Any, fields: frozenset[str]) -> Any:
+    """JSON Schema counts 5.0 as an integer, and some clients write integers that way."""
+    if not isinstance(obj, dict):
+        return obj
+    return {k: int(v) if k in fields and isinstance(v, float) and v.is_integer() else v for k, v in obj.items()}
+
+
+def decode(raw: bytes, typ: type[T], *, empty: bytes = b"{}") -> T:
+    """`raw` JSON as `typ`; no body at all counts as `empty`. A bad one is a 400 naming the field."""
+    if not raw:
+        raw = empty
+    key = cast(Hashable, typ)  # a class: hashable, whatever mypy makes of type[T]
+    try:
+        try:
+            value: T = _decoder(key).decode(raw)
+        except msgspec.ValidationError:
+            fields = _int_fields(key)
+            if not fields:
+                raise
+            value = codec.convert(_integral_floats(msgspec.json.decode(raw), fields), typ)
+    except msgspec.ValidationError as e:
+        raise HttpError(400, f"invalid request body: {e}") from None
+    except msgspec.DecodeError as e:
+        raise HttpError(400, f"the body is not valid JSON: {e}") from None
+    return value
+
+
+async def body(request: Request, typ: type[T], limit: int) -> T:
+    return decode(await read_body(request, limit), typ)
+
+
+def query(request: Request, typ: type[T]) -> T:
+    """The query string as `typ`. An empty value counts as absent (``?status=&page=2``); unknown
+    parameters are ignored."""
+    params = {k: v for k, v in request.query_params.items() if v != ""}
+    try:
+        return msgspec.convert(params, typ, strict=False)
+    except msgspec.ValidationError as e:
+        raise HttpError(400, f"invalid query parameter: {e}") from None
+
+
+def bearer(request: Request) -> str | None:
+    """The token of ``Authorization: Bearer <token>``; None without the header. Any other form of
+    the header is a malformed credential (401), never silently anonymous."""
+    header = request.headers.get("authorization")
+    if header is None:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return ""
+    return token.strip()

@@ -1,0 +1,76 @@
+"""Rendering: JSON responses, and the task-retry module's rows in seed 000's shape."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.responses import Response
+
+from .. import codec
+from ..types import Identity, Timestamp
+from . import wire
+
+
+def json_response(content: Any, status_code: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    """`content` (Structs, special types, plain data) as JSON, encoded by msgspec."""
+    return Response(codec.json_encoder.encode(content), status_code, headers=headers, media_type="application/json")
+
+
+def millis(t: Timestamp | None) -> int | None:
+    return None if t is None else t.micros // 1000
+
+
+def _text(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Identity):
+        return value.to_hex()
+    return value
+
+
+def job(task: Any) -> wire.Job:
+    """A `Task` row as seed 000's job object (times in epoch milliseconds)."""
+    return wire.Job(
+        id=task.id,
+        created_at=task.created_at.micros // 1000,
+        updated_at=task.updated_at.micros // 1000,
+        queue=task.queue,
+        job_type=task.job_type,
+        payload=task.payload,
+        status=_text(task.status),
+        attempts=task.attempts,
+        max_attempts=task.max_attempts,
+        backoff_seconds=task.backoff_seconds,
+        run_after=task.run_after.micros // 1000,
+        claimed_at=millis(task.claimed_at),
+        claimed_by=task.claimed_by,
+        last_attempted_at=millis(task.last_attempted_at),
+        last_error=task.last_error,
+        completed_at=millis(task.completed_at),
+        result=task.result,
+        dead_reason=_text(task.dead_reason),
+        priority=task.priority,
+        lease_expires_at=millis(task.lease_expires_at),
+        lease_holder=_text(task.lease_holder),
+        idempotency_key=task.idempotency_key,
+    )
+
+
+def attempt(row: Any) -> wire.AttemptOut:
+    return wire.AttemptOut(
+        id=row.id,
+        task_id=row.task_id,
+        job_type=row.job_type,
+        attempt=row.attempt,
+        outcome=str(_text(row.outcome)),
+        error=row.error,
+        worker=None if row.worker is None else str(_text(row.worker)),
+        started_at=millis(row.started_at),
+        finished_at=millis(row.finished_at),
+    )
+
+
+def page(p: Any) -> wire.JobPage:
+    return wire.JobPage(items=[job(t) for t in p.items], page=p.page, per_page=p.per_page, total=p.total)

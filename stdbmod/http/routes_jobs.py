@@ -1,0 +1,181 @@
+"""Seed 000's job API (prefix ``/api:job-retry``) over the task-retry module, and its extensions
+(heartbeat, cancel, delete from the dead-letter tier, history).
+
+Writes are reducer calls (`ServerContext.call`: the writer, group commit); reads use
+`stdbmod.retry.queries`, short read transactions that never wait for the writer. The roles are
+checked by the module itself, inside the transaction; this layer only authenticates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..errors import StdbError
+from ..retry import queries
+from ..types import Identity, Timestamp
+from . import inputs, render, wire
+from .context import ServerContext
+from .errors import HttpError, job_status
+from .render import json_response
+from .routing import Endpoint
+
+PREFIX = "/api:job-retry"
+MAX_ID = 2**63 - 1
+
+T = TypeVar("T")
+
+
+def _job_id(request: Request) -> int:
+    job_id: int = request.path_params["job_id"]
+    if job_id > MAX_ID:
+        raise HttpError(404, f"no such job: {job_id}")
+    return job_id
+
+
+def _run_after(value: int | str | None) -> Timestamp | None:
+    """Epoch milliseconds (Xano's timestamps) or an RFC 3339 string."""
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return Timestamp(value * 1000)
+    try:
+        return Timestamp.parse(value.upper())  # RFC 3339 allows a lowercase t and z
+    except (ValueError, OverflowError) as e:
+        raise HttpError(400, f"invalid run_after: {e}") from None
+
+
+async def _write(ctx: ServerContext, reducer: str, *args: Any, sender: Identity) -> Any:
+    try:
+        return await ctx.call(ctx.db, reducer, *args, sender=sender)
+    except StdbError as e:
+        raise HttpError(job_status(e), str(e)) from None
+
+
+async def _read(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    try:
+        return await run_in_threadpool(fn, *args, **kwargs)
+    except StdbError as e:
+        raise HttpError(job_status(e), str(e)) from None
+
+
+# --- seed 000 -------------------------------------------------------------------------------------
+
+
+async def enqueue(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    b = await inputs.body(request, wire.EnqueueBody, ctx.body_limit)
+    task = await _write(
+        ctx, "enqueue", b.job_type, b.queue, b.payload, b.max_attempts, b.backoff_seconds, _run_after(b.run_after), b.priority,
+        b.idempotency_key, sender=caller,
+    )
+    return json_response(render.job(task))
+
+
+async def list_jobs(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    q = inputs.query(request, wire.ListQuery)
+    page = await _read(
+        queries.list_tasks, ctx.db, caller, status=q.status, queue=q.queue, job_type=q.job_type, page=q.page, per_page=q.per_page
+    )
+    return json_response(render.page(page))
+
+
+async def get_job(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    task = await _read(queries.get_task, ctx.db, caller, _job_id(request))
+    return json_response(render.job(task))
+
+
+async def claim(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    b = await inputs.body(request, wire.ClaimBody, ctx.body_limit)
+    task = await _write(ctx, "claim", b.queue, b.worker_id, b.lease_seconds, sender=caller)
+    return json_response(wire.Claim(claimed=False) if task is None else wire.Claim(claimed=True, job=render.job(task)))
+
+
+async def complete(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    job_id = _job_id(request)
+    b = await inputs.body(request, wire.CompleteBody, ctx.body_limit)
+    return json_response(render.job(await _write(ctx, "complete", job_id, b.result, sender=caller)))
+
+
+async def fail(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    job_id = _job_id(request)
+    b = await inputs.body(request, wire.FailBody, ctx.body_limit)
+    return json_response(render.job(await _write(ctx, "fail", job_id, b.error, sender=caller)))
+
+
+async def dead_letter(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    q = inputs.query(request, wire.DlqQuery)
+    page = await _read(queries.dead_letter, ctx.db, caller, queue=q.queue, page=q.page, per_page=q.per_page)
+    return json_response(render.page(page))
+
+
+async def requeue(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    job_id = _job_id(request)
+    await inputs.body(request, wire.NoBody, ctx.body_limit)
+    return json_response(render.job(await _write(ctx, "requeue", job_id, sender=caller)))
+
+
+# --- beyond the seed ------------------------------------------------------------------------------
+
+
+async def heartbeat(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    job_id = _job_id(request)
+    b = await inputs.body(request, wire.HeartbeatBody, ctx.body_limit)
+    return json_response(render.job(await _write(ctx, "heartbeat", job_id, b.lease_seconds, sender=caller)))
+
+
+async def cancel(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    job_id = _job_id(request)
+    b = await inputs.body(request, wire.CancelBody, ctx.body_limit)
+    return json_response(render.job(await _write(ctx, "cancel", job_id, b.reason, sender=caller)))
+
+
+async def delete_dead(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    job_id = _job_id(request)
+    await _write(ctx, "delete_task", job_id, sender=caller)
+    return json_response(wire.Deleted(deleted=True, id=job_id))
+
+
+async def history(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    q = inputs.query(request, wire.HistoryQuery)
+    rows = await _read(queries.history, ctx.db, caller, limit=q.limit)
+    return json_response(wire.History(items=[render.attempt(r) for r in rows]))
+
+
+_J = PREFIX + "/jobs"
+_ID = _J + "/{job_id:int}"
+_WORKER = (400, 403, 404, 409, 413)
+
+ENDPOINTS = [
+    Endpoint("POST", _J, enqueue, "Enqueue a job", "jobs", "worker", response=wire.Job, body=wire.EnqueueBody, body_required=True, errors=(400, 403, 409, 413)),
+    Endpoint("GET", _J, list_jobs, "List jobs, filtered and paginated (admin)", "jobs", "admin", response=wire.JobPage, query=wire.ListQuery, errors=(400, 403)),
+    Endpoint("POST", _J + "/claim", claim, "Claim the next ready job (atomic queued -> running, with a lease)", "jobs", "worker",
+             response=wire.Claim, body=wire.ClaimBody, errors=(400, 403, 413)),
+    Endpoint("GET", _ID, get_job, "One job (admin or worker)", "jobs", "worker", response=wire.Job, errors=(403, 404)),
+    Endpoint("POST", _ID + "/complete", complete, "Report success (lease holder only)", "jobs", "worker", response=wire.Job, body=wire.CompleteBody, errors=_WORKER),
+    Endpoint("POST", _ID + "/fail", fail, "Report a failure: back to queued with backoff, or dead when exhausted (lease holder only)", "jobs", "worker",
+             response=wire.Job, body=wire.FailBody, body_required=True, errors=_WORKER),
+    Endpoint("POST", _ID + "/heartbeat", heartbeat, "Extend the lease (lease holder only)", "jobs", "worker", response=wire.Job, body=wire.HeartbeatBody, errors=_WORKER),
+    Endpoint("POST", _ID + "/cancel", cancel, "Cancel a queued job: it goes to the dead-letter tier (admin)", "jobs", "admin",
+             response=wire.Job, body=wire.CancelBody, errors=_WORKER),
+    Endpoint("GET", PREFIX + "/dlq", dead_letter, "List the dead-letter tier (admin)", "jobs", "admin", response=wire.JobPage, query=wire.DlqQuery, errors=(400, 403)),
+    Endpoint("POST", PREFIX + "/dlq/{job_id:int}/requeue", requeue, "Requeue a dead job, attempts reset (admin)", "jobs", "admin",
+             response=wire.Job, body=wire.NoBody, errors=_WORKER),
+    Endpoint("DELETE", PREFIX + "/dlq/{job_id:int}", delete_dead, "Delete a dead job (admin)", "jobs", "admin", response=wire.Deleted, errors=(403, 404, 409)),
+    Endpoint("GET", PREFIX + "/history", history, "The attempt history, newest first (admin)", "jobs", "admin", response=wire.History, query=wire.HistoryQuery, errors=(400, 403)),
+]

@@ -1,0 +1,108 @@
+"""SpacetimeDB-style routes: identities, reducer calls, schema, logs, ping."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..errors import SenderError
+from ..types import Identity
+from . import inputs, wire
+from .context import ServerContext
+from .errors import HttpError
+from .render import json_response
+from .routing import Endpoint
+
+
+async def ping(ctx: ServerContext, request: Request) -> Response:
+    ctx.optional_caller(request)
+    return Response(status_code=200)
+
+
+async def new_identity(ctx: ServerContext, request: Request) -> Response:
+    ctx.optional_caller(request)
+    identity, token = ctx.key.mint(expires_in=ctx.token_ttl)
+    return json_response(wire.IdentityToken(identity=identity.to_hex(), token=token))
+
+
+async def verify_identity(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    try:
+        wanted = Identity.from_hex(request.path_params["identity"])
+    except ValueError as e:
+        raise HttpError(400, f"not an identity: {e}") from None
+    if caller != wanted:
+        raise HttpError(400, "the token belongs to another identity")
+    return Response(status_code=204)
+
+
+async def database_info(ctx: ServerContext, request: Request) -> Response:
+    ctx.caller(request)
+    db = ctx.database(request.path_params["db"])
+    return json_response(wire.DatabaseInfo(name=db.name, database_identity=db.identity.to_hex(), owner_identity=db.owner.to_hex()))
+
+
+async def call_reducer(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    db = ctx.database(request.path_params["db"])
+    name = request.path_params["reducer"]
+    db.reducer(name)  # 404 for an unknown, scheduled or lifecycle reducer, before reading the body
+    raw = await inputs.read_body(request, ctx.body_limit)
+    try:
+        result = await ctx.call_json(db, name, raw or b"[]", sender=caller)
+    except SenderError as e:  # every refusal is SpacetimeDB's 530, whatever status it carries elsewhere
+        raise HttpError(530, str(e)) from None
+    return json_response(result)
+
+
+async def schema(ctx: ServerContext, request: Request) -> Response:
+    ctx.caller(request)
+    db = ctx.database(request.path_params["db"])
+    described: dict[str, Any] = {
+        "name": db.name,
+        "database_identity": db.identity.to_hex(),
+        "owner_identity": db.owner.to_hex(),
+        **db.describe(),
+    }
+    return json_response(described)
+
+
+async def logs(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    db = ctx.database(request.path_params["db"])
+    if caller != db.owner:
+        raise HttpError(403, "only the database's owner may read its logs")
+    q = inputs.query(request, wire.LogsQuery)
+    lines = await run_in_threadpool(db.logs, q.num_lines)
+    return json_response(wire.Logs(lines=[wire.LogLineOut(l.offset, l.timestamp, l.level, l.reducer, l.message) for l in lines]))
+
+
+_DB = "/v1/database/{db}"
+
+ENDPOINTS = [
+    Endpoint("GET", "/v1/ping", ping, "Liveness: 200 with an empty body", "v1", "public"),
+    Endpoint(
+        "POST", "/v1/identity", new_identity, "Mint a new identity and its token", "v1", "public",
+        response=wire.IdentityToken,
+        description="The token does not expire unless the server was started with a token lifetime.",
+    ),
+    Endpoint(
+        "GET", "/v1/identity/{identity}/verify", verify_identity, "Check that the bearer token is this identity's", "v1", "identity",
+        ok=204, errors=(400,), description="204 when the token belongs to the identity, 400 when not (or not an identity).",
+    ),
+    Endpoint("GET", _DB, database_info, "The database's name, identity and owner", "v1", "identity", response=wire.DatabaseInfo, errors=(404,)),
+    Endpoint(
+        "POST", _DB + "/call/{reducer}", call_reducer, "Call a reducer with a JSON array of arguments", "v1", "identity",
+        response=Any, body=list[Any], errors=(400, 404, 413, 530),
+        description="200 with the reducer's return value as JSON once the call has committed; 530 with "
+        "the reducer's message when it refused; 404 for an unknown, scheduled or lifecycle reducer.",
+    ),
+    Endpoint("GET", _DB + "/schema", schema, "The module's tables and reducers", "v1", "identity", response=dict[str, Any], errors=(404,)),
+    Endpoint(
+        "GET", _DB + "/logs", logs, "The database log (owner only)", "v1", "owner",
+        response=wire.Logs, query=wire.LogsQuery, errors=(400, 404),
+    ),
+]

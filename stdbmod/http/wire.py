@@ -1,0 +1,187 @@
+"""What travels over HTTP: request bodies, query strings and responses, as msgspec Structs.
+
+The same types decode requests, encode responses and describe both in ``/openapi.json``.
+Request bodies refuse unknown fields (a misspelt ``max_attempt`` is a 400, not a silently
+ignored option); query strings ignore unknown parameters. Times in job JSON are integer
+milliseconds since the Unix epoch (the seed's Xano timestamps); ``run_after`` also takes an
+RFC 3339 string.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+Name = Annotated[str, Meta(min_length=1, max_length=200, pattern="^[^\\x00]*$")]
+Text = Annotated[str, Meta(max_length=10_000)]
+EpochMillis = Annotated[int, Meta(ge=0, le=253_402_300_799_999, description="milliseconds since the Unix epoch")]
+Seconds = Annotated[int, Meta(ge=1, le=30 * 86_400)]
+Status = Literal["queued", "running", "completed", "dead"]
+DeadReason = Literal["exhausted", "gave_up", "cancelled"]
+MAX_PER_PAGE = 200
+
+# --- job routes: request bodies ------------------------------------------------------------------
+
+
+class EnqueueBody(msgspec.Struct, forbid_unknown_fields=True):
+    job_type: Name
+    queue: Name | None = None
+    payload: Any = None
+    max_attempts: Annotated[int, Meta(ge=1, le=1000)] | None = None
+    backoff_seconds: Annotated[int, Meta(ge=0, le=30 * 86_400)] | None = None
+    run_after: EpochMillis | Annotated[str, Meta(max_length=64, description="RFC 3339 time", extra_json_schema={"format": "date-time"})] | None = None
+    priority: Annotated[int, Meta(ge=-(2**31 - 1), le=2**31 - 1)] = 0
+    idempotency_key: Name | None = None
+
+
+class ClaimBody(msgspec.Struct, forbid_unknown_fields=True):
+    queue: Name | None = None
+    worker_id: Name | None = None
+    lease_seconds: Seconds | None = None
+
+
+class CompleteBody(msgspec.Struct, forbid_unknown_fields=True):
+    result: Any = None
+
+
+class FailBody(msgspec.Struct, forbid_unknown_fields=True):
+    error: Text
+
+
+class HeartbeatBody(msgspec.Struct, forbid_unknown_fields=True):
+    lease_seconds: Seconds | None = None
+
+
+class CancelBody(msgspec.Struct, forbid_unknown_fields=True):
+    reason: Text | None = None
+
+
+class NoBody(msgspec.Struct, forbid_unknown_fields=True):
+    pass
+
+
+# --- job routes: query strings -------------------------------------------------------------------
+
+Page = Annotated[int, Meta(ge=1, le=1_000_000)]
+PerPage = Annotated[int, Meta(ge=1, le=MAX_PER_PAGE)]
+
+
+class ListQuery(msgspec.Struct):
+    status: Status | None = None
+    queue: Name | None = None
+    job_type: Name | None = None
+    page: Page = 1
+    per_page: PerPage = 50
+
+
+class DlqQuery(msgspec.Struct):
+    queue: Name | None = None
+    page: Page = 1
+    per_page: PerPage = 50
+
+
+class HistoryQuery(msgspec.Struct):
+    limit: Annotated[int, Meta(ge=1, le=1000)] = 100
+
+
+# --- job routes: responses -----------------------------------------------------------------------
+
+Millis = int
+
+
+class Job(msgspec.Struct):
+    """A job as seed 000 shows it (its `jr_job` columns), then stdbmod's extra columns."""
+
+    id: int
+    created_at: Millis
+    updated_at: Millis
+    queue: str
+    job_type: str
+    payload: Any
+    status: Status
+    attempts: int
+    max_attempts: int
+    backoff_seconds: int
+    run_after: Millis
+    claimed_at: Millis | None
+    claimed_by: str | None
+    last_attempted_at: Millis | None
+    last_error: str | None
+    completed_at: Millis | None
+    result: Any
+    dead_reason: DeadReason | None
+    priority: int
+    lease_expires_at: Millis | None
+    lease_holder: str | None
+    idempotency_key: str | None
+
+
+class Claim(msgspec.Struct, omit_defaults=True):
+    """``{"claimed": false}`` or ``{"claimed": true, "job": {...}}``."""
+
+    claimed: bool
+    job: Job | None = None
+
+
+class JobPage(msgspec.Struct):
+    items: list[Job]
+    page: int
+    per_page: int
+    total: int
+
+
+class AttemptOut(msgspec.Struct):
+    id: int
+    task_id: int
+    job_type: str
+    attempt: int
+    outcome: str
+    error: str | None
+    worker: str | None
+    started_at: Millis | None
+    finished_at: Millis | None
+
+
+class History(msgspec.Struct):
+    items: list[AttemptOut]
+
+
+class Deleted(msgspec.Struct):
+    deleted: bool
+    id: int
+
+
+# --- /v1 routes ----------------------------------------------------------------------------------
+
+
+class IdentityToken(msgspec.Struct):
+    identity: str
+    token: str
+
+
+class DatabaseInfo(msgspec.Struct):
+    name: str
+    database_identity: str
+    owner_identity: str
+
+
+class LogsQuery(msgspec.Struct):
+    num_lines: Annotated[int, Meta(ge=1, le=10_000)] | None = None
+
+
+class LogLineOut(msgspec.Struct):
+    offset: int
+    timestamp: Annotated[int, Meta(description="microseconds since the Unix epoch")]
+    level: str
+    reducer: str
+    message: str
+
+
+class Logs(msgspec.Struct):
+    lines: list[LogLineOut]
+
+
+class Error(msgspec.Struct):
+    error: str

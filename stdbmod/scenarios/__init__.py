@@ -1,0 +1,24 @@
+"""Scenario files: load them, run them against a fresh database, report each step.
+
+    from stdbmod.scenarios import load, run
+    report = run(load("scenarios/demo.toml"))
+    assert report.passed, report.failure
+"""
+
+from .format import Scenario, ScenarioFormatError, decode, load
+from .loader import LoadedModule, ModuleSpecError, load_module
+from .runner import Report, StepResult, identity_of, run
+
+__all__ = [
+    "Scenario",
+    "ScenarioFormatError",
+    "decode",
+    "load",
+    "run",
+    "Report",
+    "StepResult",
+    "identity_of",
+    "LoadedModule",
+    "ModuleSpecError",
+    "load_module",
+]

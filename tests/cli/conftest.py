@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from stdbmod.cli import cli
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The CLI's config directory, private to the test."""
+    h = tmp_path / "home"
+    monkeypatch.setenv("STDBMOD_HOME", str(h))
+    return h
+
+
+Invoke = Callable[..., Result]
+
+
+@pytest.fixture
+def invoke(home: Path) -> Invoke:
+    runner = CliRunner()
+
+    def run(*args: str, code: int = 0) -> Result:
+        result = runner.invoke(cli, list(args), catch_exceptions=False)
+        assert result.exit_code == code, (args, result.exit_code, result.stdout, result.stderr)
+        if code != 0:
+            err = result.stderr.strip()
+            # One line on stderr, never a traceback.
+            assert "Traceback" not in result.output
+            assert err.count("\n") == 0 or args[0] == "replay", err
+        return result
+
+    return run
+
+
+def as_json(result: Result) -> Any:
+    return json.loads(result.stdout)
+
+
+@pytest.fixture
+def bank_dir(invoke: Invoke, tmp_path: Path) -> str:
+    data = str(tmp_path / "bank")
+    invoke("publish", "--data", data, "stdbmod.examples.bank")
+    return data
+
+
+@pytest.fixture
+def retry_dir(invoke: Invoke, tmp_path: Path) -> str:
+    data = str(tmp_path / "retry")
+    invoke("publish", "--data", data)
+    return data

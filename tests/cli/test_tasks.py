@@ -1,0 +1,89 @@
+"""`stdbmod tasks`: the task-retry module for admins."""
+
+from __future__ import annotations
+
+from stdbmod.types import Identity
+
+from .conftest import Invoke, as_json
+
+STRANGER = Identity.from_claims("test", "stranger").to_hex()
+
+
+def _fill(invoke: Invoke, data: str) -> None:
+    """Task 1 queued, task 2 dead (exhausted), task 3 completed."""
+    invoke("call", "--data", data, "submit", '"email"', "null", '{"to": 1}')
+    invoke("call", "--data", data, "submit", '"webhook"', "null", "null", "1")
+    invoke("call", "--data", data, "claim", "null", '"w1"')  # task 1 is oldest
+    invoke("call", "--data", data, "fail", "1", '"timeout"')  # back to queued, run_after +30 s
+    invoke("call", "--data", data, "claim", "null", '"w1"')  # task 2
+    invoke("call", "--data", data, "fail", "2", '"HTTP 410"')  # max_attempts 1: dead
+    invoke("call", "--data", data, "submit", '"report"')
+    invoke("call", "--data", data, "claim", "null", '"w2"')
+    invoke("call", "--data", data, "complete", "3", '{"pages": 3}')
+
+
+def test_list_show_dlq_history(invoke: Invoke, retry_dir: str) -> None:
+    _fill(invoke, retry_dir)
+    page = as_json(invoke("tasks", "list", "--data", retry_dir, "--json"))
+    assert page["total"] == 3 and [t["id"] for t in page["items"]] == [3, 2, 1]
+    assert [t["status"] for t in page["items"]] == ["completed", "dead", "queued"]
+    queued = as_json(invoke("tasks", "list", "--data", retry_dir, "--status", "queued", "--json"))
+    assert [t["id"] for t in queued["items"]] == [1]
+    assert as_json(invoke("tasks", "list", "--data", retry_dir, "--job-type", "report", "--json"))["total"] == 1
+    paged = as_json(invoke("tasks", "list", "--data", retry_dir, "--per-page", "2", "--page", "2", "--json"))
+    assert [t["id"] for t in paged["items"]] == [1] and paged["total"] == 3
+
+    table = invoke("tasks", "list", "--data", retry_dir).stdout
+    assert "webhook" in table and "HTTP 410" in table and "page 1 of 1 (3 tasks)" in table
+
+    task = as_json(invoke("tasks", "show", "--data", retry_dir, "3", "--json"))
+    assert task["status"] == "completed" and task["result"] == {"pages": 3} and task["claimed_by"] == "w2"
+    assert "completed_at" in invoke("tasks", "show", "--data", retry_dir, "3").stdout
+
+    dlq = as_json(invoke("tasks", "dlq", "--data", retry_dir, "--json"))
+    assert [(t["id"], t["dead_reason"]) for t in dlq["items"]] == [(2, "exhausted")]
+
+    history = as_json(invoke("tasks", "history", "--data", retry_dir, "--json"))
+    assert [(h["task_id"], h["outcome"]) for h in history] == [(3, "completed"), (2, "failed"), (1, "failed")]
+    assert [h["task_id"] for h in as_json(invoke("tasks", "history", "--data", retry_dir, "-n", "1", "--json"))] == [3]
+    assert "attempt history (newest first)" in invoke("tasks", "history", "--data", retry_dir).stdout
+
+
+def test_requeue_and_delete(invoke: Invoke, retry_dir: str) -> None:
+    _fill(invoke, retry_dir)
+    r = invoke("tasks", "requeue", "--data", retry_dir, "1", code=1)
+    assert r.stderr.strip() == "Error: task 1 is queued; only a dead task can be requeued"
+    requeued = as_json(invoke("tasks", "requeue", "--data", retry_dir, "2", "--json"))
+    assert requeued["status"] == "queued" and requeued["attempts"] == 0
+    invoke("call", "--data", retry_dir, "cancel", "2")
+    assert as_json(invoke("tasks", "delete", "--data", retry_dir, "2", "--json")) == {"deleted": 2}
+    r = invoke("tasks", "show", "--data", retry_dir, "2", code=1)
+    assert r.stderr.strip() == "Error: no task with id 2"
+    assert as_json(invoke("tasks", "list", "--data", retry_dir, "--json"))["total"] == 2
+
+
+def test_non_admins_are_refused(invoke: Invoke, retry_dir: str) -> None:
+    for args in (["list"], ["dlq"], ["history"], ["show", "1"], ["requeue", "1"], ["delete", "1"]):
+        r = invoke("tasks", args[0], "--data", retry_dir, *args[1:], "--as", STRANGER, code=1)
+        assert "only an admin" in r.stderr or "needs the worker role or admin" in r.stderr, r.stderr
+
+
+def test_tasks_need_the_retry_module(invoke: Invoke, bank_dir: str) -> None:
+    r = invoke("tasks", "list", "--data", bank_dir, code=2)
+    assert r.stderr.strip() == f"Error: the database at {bank_dir} has no task-retry module (no task table)"
+
+
+def test_bad_options_exit_2(invoke: Invoke, retry_dir: str) -> None:
+    r = invoke("tasks", "list", "--data", retry_dir, "--status", "sleeping", code=2)
+    assert "Invalid value for '--status'" in r.stderr
+    invoke("tasks", "show", "--data", retry_dir, "x", code=2)
+
+
+def test_a_module_with_handlers_runs_them_when_called(invoke: Invoke, tmp_path: object) -> None:
+    data = str(tmp_path) + "/shop"  # type: ignore[operator]
+    invoke("publish", "--data", data, "stdbmod.examples.shop")
+    assert invoke("call", "--data", data, "place_order", '"book"', '"ann@example.com"').stdout.strip() == "1"
+    # the call ran the due attempt: the receipt handler wrote the outbox row
+    assert as_json(invoke("sql", "--data", data, "SELECT order_id, to FROM outbox", "--json")) == [{"order_id": 1, "to": "ann@example.com"}]
+    task = as_json(invoke("tasks", "show", "--data", data, "1", "--json"))
+    assert task["status"] == "completed" and task["result"] == {"outbox_id": 1}

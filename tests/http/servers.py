@@ -1,0 +1,158 @@
+"""Real servers for the HTTP tests: `python -m stdbmod.http` subprocesses on a free loopback port,
+or uvicorn in a thread of the test process (when a test must drive the clock or spy on the
+writer). Both listen on 127.0.0.1 and speak real HTTP."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+ROOT = Path(__file__).resolve().parents[2]
+STARTUP_DEADLINE = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
+    return e
+
+
+def wait_ready(base: str, alive: Any, log: Path | None = None) -> None:
+    """Poll /v1/ping until it answers (a bounded deadline, not a wait for time to pass)."""
+    deadline = time.monotonic() + STARTUP_DEADLINE
+    while time.monotonic() < deadline:
+        if not alive():
+            raise RuntimeError(f"the server exited during startup:\n{log.read_text() if log else ''}")
+        try:
+            if httpx.get(base + "/v1/ping", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"the server did not answer within {STARTUP_DEADLINE}s:\n{log.read_text() if log else ''}")
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[bytes]
+    data: Path
+    port: int
+    log: Path
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def owner_token(self) -> str:
+        return (self.data / "owner.token").read_text().strip()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+
+def start_server(data: Path, module: str | None = None, *args: str, wait: bool = True, port: int | None = None) -> Server:
+    port = port or free_port()
+    log = data.parent / f"{data.name}-server-{port}.log"
+    cmd = [sys.executable, "-m", "stdbmod.http", "--data", str(data), "--port", str(port), "--log-level", "warning", *args]
+    if module:
+        cmd.append(module)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env(), cwd=ROOT)
+    server = Server(proc, data, port, log)
+    if wait:
+        try:
+            wait_ready(server.base, lambda: proc.poll() is None, log)
+        except BaseException:
+            server.stop(signal.SIGKILL)
+            raise
+    return server
+
+
+@dataclass
+class ThreadServer:
+    """uvicorn serving `app` on a loopback port from a thread of this process."""
+
+    app: Any
+    port: int = field(default_factory=free_port)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ThreadServer:
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        wait_ready(self.base, self._thread.is_alive)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(20)
+
+
+# --- identities and roles over HTTP ----------------------------------------------------------------
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def new_identity(base: str) -> tuple[str, str]:
+    r = httpx.post(base + "/v1/identity")
+    r.raise_for_status()
+    body = r.json()
+    return body["identity"], body["token"]
+
+
+def call(base: str, token: str, reducer: str, *args: Any, db: str = "retry") -> httpx.Response:
+    return httpx.post(f"{base}/v1/database/{db}/call/{reducer}", json=list(args), headers=bearer(token))
+
+
+@dataclass
+class Roles:
+    """Tokens of the owner (the first admin), another admin, a worker, a plain identity."""
+
+    owner: str
+    admin: str
+    worker: str
+    plain: str
+    identities: dict[str, str]
+
+    @classmethod
+    def create(cls, base: str, owner_token: str, db: str = "retry") -> Roles:
+        ids: dict[str, str] = {}
+        tokens: dict[str, str] = {}
+        for role in ("admin", "worker", "plain"):
+            ids[role], tokens[role] = new_identity(base)
+        assert call(base, owner_token, "add_admin", ids["admin"], db=db).status_code == 200
+        assert call(base, owner_token, "grant_worker", ids["worker"], db=db).status_code == 200
+        return cls(owner_token, tokens["admin"], tokens["worker"], tokens["plain"], ids)

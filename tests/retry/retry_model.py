@@ -1,0 +1,287 @@
+"""A plain-Python model of the retry module, for the state-machine test.
+
+It mirrors the real module down to the auto_inc sequences of the task, attempt and timer tables,
+so that the order in which the scheduler fires timers (due time, table, id) and the history the
+cap trims are predicted exactly. A method either returns what the reducer should return, or
+raises `Refused(error class)` before changing anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from stdbmod import Identity
+from stdbmod.retry import InvalidArgument, InvalidTransition, NotAuthorized, StaleLease, TaskNotFound
+
+S = 1_000_000  # micros per second
+HANDLED = "h"  # the job type with an in-module handler (when it is registered)
+CRASH = "<traceback>"  # marks an expected traceback in last_error
+LEASE = "<lease expired>"
+
+
+class Refused(Exception):
+    def __init__(self, error: type[Exception]) -> None:
+        super().__init__(error.__name__)
+        self.error = error
+
+
+@dataclass
+class MTask:
+    id: int
+    job_type: str
+    queue: str
+    payload: Any
+    max_attempts: int
+    backoff: int
+    priority: int
+    run_after: int
+    in_module: bool
+    idem: str | None
+    status: str = "queued"
+    dead_reason: str | None = None
+    attempts: int = 0
+    lease_holder: Identity | None = None
+    lease_expires: int | None = None
+    claimed_by: str | None = None
+    last_error: str | None = None
+    result: Any = None
+
+
+@dataclass
+class Model:
+    now: int
+    admins: set[Identity]
+    workers: set[Identity] = field(default_factory=set)
+    cap: int = 1000
+    default_lease: int = 300
+    handler_on: bool = True
+    tasks: dict[int, MTask] = field(default_factory=dict)
+    history: list[tuple[int, int, int, str, str]] = field(default_factory=list)  # (id, task, attempt, outcome, worker)
+    attempt_timers: dict[int, tuple[int, int]] = field(default_factory=dict)  # task -> (due, id)
+    lease_timers: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # task -> (due, id, attempt)
+    notes: list[tuple[int, int]] = field(default_factory=list)  # handler writes that committed
+    seq: dict[str, int] = field(default_factory=lambda: {"task": 0, "attempt": 0, "attempt_timer": 0, "lease_timer": 0})
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    def _next(self, table: str) -> int:
+        self.seq[table] += 1
+        return self.seq[table]
+
+    def _handled(self, job_type: str) -> bool:
+        return self.handler_on and job_type == HANDLED
+
+    def _admin(self, who: Identity) -> None:
+        if who not in self.admins:
+            raise Refused(NotAuthorized)
+
+    def _worker(self, who: Identity) -> None:
+        if who not in self.admins and who not in self.workers:
+            raise Refused(NotAuthorized)
+
+    def _task(self, task_id: int) -> MTask:
+        if task_id not in self.tasks:
+            raise Refused(TaskNotFound)
+        return self.tasks[task_id]
+
+    def _arm(self, t: MTask) -> None:
+        self.attempt_timers[t.id] = (t.run_after, self._next("attempt_timer"))
+
+    def _disarm(self, task_id: int) -> None:
+        self.attempt_timers.pop(task_id, None)
+        self.lease_timers.pop(task_id, None)
+
+    def _record(self, t: MTask, outcome: str, worker: str) -> None:
+        self.history.append((self._next("attempt"), t.id, t.attempts, outcome, worker))
+        del self.history[: max(len(self.history) - self.cap, 0)]
+
+    def _fail(self, t: MTask, error: str, outcome: str, worker: str) -> None:
+        self._record(t, outcome, worker)
+        t.last_error, t.lease_holder, t.lease_expires = error, None, None
+        if outcome == "gave_up":
+            t.status, t.dead_reason = "dead", "gave_up"
+        elif t.attempts >= t.max_attempts:
+            t.status, t.dead_reason = "dead", "exhausted"
+        else:
+            t.status = "queued"
+            t.run_after = self.now + min(t.backoff * 2 ** (t.attempts - 1), 30 * 86_400) * S
+            t.in_module = self._handled(t.job_type)
+        self._disarm(t.id)
+        if t.status == "queued" and t.in_module:
+            self._arm(t)
+
+    def _held(self, who: Identity, task_id: int) -> MTask:
+        t = self._task(task_id)
+        if t.status != "running":
+            raise Refused(InvalidTransition)
+        if t.lease_holder != who:
+            raise Refused(StaleLease)
+        return t
+
+    # --- worker reducers -------------------------------------------------------------------------
+
+    def create(self, who: Identity | None, role: str, job_type: str, queue: str, payload: Any, max_attempts: int,
+               backoff: int, priority: int, delay: int, idem: str | None) -> MTask:  # fmt: skip
+        if role == "admin":
+            self._admin(who)  # type: ignore[arg-type]
+        elif role == "worker":
+            self._worker(who)  # type: ignore[arg-type]
+        if max_attempts < 1:
+            raise Refused(InvalidArgument)
+        for t in self.tasks.values():
+            if idem is not None and t.idem == idem:
+                return t
+        t = MTask(self._next("task"), job_type, queue, payload, max_attempts, backoff, priority,
+                  self.now + delay * S, self._handled(job_type), idem)  # fmt: skip
+        self.tasks[t.id] = t
+        if t.in_module:
+            self._arm(t)
+        return t
+
+    def claim(self, who: Identity, queue: str | None, worker_id: str | None, lease: int | None) -> MTask | None:
+        self._worker(who)
+        ready = [
+            t
+            for t in self.tasks.values()
+            if t.status == "queued" and not t.in_module and t.run_after <= self.now and queue in (None, t.queue)
+        ]
+        if not ready:
+            return None
+        t = min(ready, key=lambda t: (-t.priority, t.run_after, t.id))
+        seconds = self.default_lease if lease is None else lease
+        t.status, t.attempts = "running", t.attempts + 1
+        t.lease_holder, t.lease_expires = who, self.now + seconds * S
+        t.claimed_by = who.to_hex() if worker_id is None else worker_id
+        self.lease_timers[t.id] = (t.lease_expires, self._next("lease_timer"), t.attempts)
+        return t
+
+    def heartbeat(self, who: Identity, task_id: int, lease: int | None) -> MTask:
+        self._worker(who)
+        t = self._held(who, task_id)
+        t.lease_expires = self.now + (self.default_lease if lease is None else lease) * S
+        _, sid, attempt = self.lease_timers[t.id]
+        self.lease_timers[t.id] = (t.lease_expires, sid, attempt)
+        return t
+
+    def complete(self, who: Identity, task_id: int, result: Any) -> MTask:
+        self._worker(who)
+        t = self._held(who, task_id)
+        self._record(t, "completed", t.claimed_by or "")
+        t.status, t.result, t.lease_holder, t.lease_expires = "completed", result, None, None
+        self._disarm(t.id)
+        return t
+
+    def fail(self, who: Identity, task_id: int, error: str) -> MTask:
+        self._worker(who)
+        t = self._held(who, task_id)
+        self._fail(t, error, "failed", t.claimed_by or "")
+        return t
+
+    # --- admin reducers --------------------------------------------------------------------------
+
+    def requeue(self, who: Identity, task_id: int) -> MTask:
+        self._admin(who)
+        t = self._task(task_id)
+        if t.status != "dead":
+            raise Refused(InvalidTransition)
+        t.status, t.dead_reason, t.attempts, t.run_after = "queued", None, 0, self.now
+        t.in_module = self._handled(t.job_type)
+        if t.in_module:
+            self._arm(t)
+        return t
+
+    def cancel(self, who: Identity, task_id: int, reason: str | None) -> MTask:
+        self._admin(who)
+        t = self._task(task_id)
+        if t.status != "queued":
+            raise Refused(InvalidTransition)
+        t.status, t.dead_reason = "dead", "cancelled"
+        if reason is not None:
+            t.last_error = reason
+        self._disarm(t.id)
+        return t
+
+    def delete(self, who: Identity, task_id: int) -> None:
+        self._admin(who)
+        if self._task(task_id).status != "dead":
+            raise Refused(InvalidTransition)
+        del self.tasks[task_id]
+        self._disarm(task_id)
+
+    def add_admin(self, who: Identity, target: Identity) -> None:
+        self._admin(who)
+        self.admins.add(target)
+
+    def remove_admin(self, who: Identity, target: Identity) -> None:
+        self._admin(who)
+        if target not in self.admins:
+            raise Refused(InvalidArgument)
+        if len(self.admins) == 1:
+            raise Refused(InvalidTransition)
+        self.admins.remove(target)
+
+    def grant_worker(self, who: Identity, target: Identity) -> None:
+        self._admin(who)
+        self.workers.add(target)
+
+    def revoke_worker(self, who: Identity, target: Identity) -> None:
+        self._admin(who)
+        if target not in self.workers:
+            raise Refused(InvalidArgument)
+        self.workers.remove(target)
+
+    def set_history_cap(self, who: Identity, cap: int) -> None:
+        self._admin(who)
+        if cap < 0:
+            raise Refused(InvalidArgument)
+        self.cap = cap
+        del self.history[: max(len(self.history) - cap, 0)]
+
+    def set_default_lease(self, who: Identity, seconds: int) -> None:
+        self._admin(who)
+        if seconds < 1:
+            raise Refused(InvalidArgument)
+        self.default_lease = seconds
+
+    # --- the scheduler ---------------------------------------------------------------------------
+
+    def run_due(self, plan_of: Any) -> None:
+        """Fire due timers as the runtime does: a round takes every row due now, ordered by (due,
+        table, id); rows those firings schedule for now wait for the next round."""
+        while True:
+            due = sorted(
+                [(d, "attempt_timer", sid, tid) for tid, (d, sid) in self.attempt_timers.items() if d <= self.now]
+                + [(d, "lease_timer", sid, tid) for tid, (d, sid, _) in self.lease_timers.items() if d <= self.now]
+            )
+            if not due:
+                return
+            for d, table, sid, tid in due:
+                if table == "attempt_timer" and self.attempt_timers.get(tid) == (d, sid):
+                    del self.attempt_timers[tid]
+                    self._run_attempt(tid, plan_of)
+                elif table == "lease_timer" and self.lease_timers.get(tid, (None, None))[:2] == (d, sid):
+                    attempt = self.lease_timers.pop(tid)[2]
+                    t = self.tasks.get(tid)
+                    if t is not None and t.status == "running" and t.attempts == attempt:
+                        self._fail(t, LEASE, "lease_expired", t.claimed_by or "?")
+
+    def _run_attempt(self, tid: int, plan_of: Any) -> None:
+        t = self.tasks.get(tid)
+        if t is None or t.status != "queued" or not t.in_module:
+            return
+        if not self.handler_on:
+            t.in_module = False
+            return
+        t.status, t.attempts = "running", t.attempts + 1
+        plan = plan_of(t.payload)
+        outcome = plan[t.attempts - 1] if t.attempts <= len(plan) else "ok"
+        if outcome in ("ok", "give_up"):
+            self.notes.append((t.id, t.attempts))
+        if outcome == "ok":
+            self._record(t, "completed", "handler")
+            t.status, t.result = "completed", {"attempt": t.attempts}
+        elif outcome == "give_up":
+            self._fail(t, "bad input", "gave_up", "handler")
+        else:
+            self._fail(t, "try later" if outcome == "retry" else CRASH, "failed", "handler")

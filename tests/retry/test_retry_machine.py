@@ -1,0 +1,349 @@
+"""The whole task lifecycle as a Hypothesis state machine, against the plain-Python model in
+retry_model.py: submit and enqueue (also transactionally from another module's reducer), claim,
+complete, fail, heartbeat, handler outcomes, the clock and the scheduler, lease expiry, requeue,
+delete, cancel, admin and worker changes, calls by identities without the role, settings,
+handler (un)registration, reads, and closing and reopening the database.
+
+After every step the real database must agree with the model row for row, and the commit-log
+replay of everything so far must hash to the live state.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+from hypothesis import HealthCheck, event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from retry_model import CRASH, HANDLED, LEASE, S, Model, MTask, Refused
+
+from stdbmod import Database, Identity, ManualClock, Module, PrimaryKey, Range, ReducerContext, SenderError, TimeDuration
+from stdbmod.retry import GiveUp, HandlerContext, NotAuthorized, RetryableError, Task, TaskStatus, create_retry_module, queries
+from stdbmod.retry.claim import next_claimable
+from stdbmod.runtime import apply_changes
+
+# --- the module under test: the retry module inside an app that handlers write to -----------------
+
+
+class Note(msgspec.Struct):
+    id: Annotated[int, PrimaryKey(auto_inc=True)]
+    task_id: int
+    attempt: int
+
+
+RM = create_retry_module()
+APP = Module("app")
+APP.include(RM.module)
+APP.table(Note)
+
+
+def plan_of(payload: Any) -> list[str]:
+    return list(payload["plan"]) if isinstance(payload, dict) else []
+
+
+def handler(ctx: HandlerContext, payload: Any) -> Any:
+    ctx.db.note.insert(Note(0, ctx.task_id, ctx.attempt))
+    plan = plan_of(payload)
+    outcome = plan[ctx.attempt - 1] if ctx.attempt <= len(plan) else "ok"
+    if outcome == "retry":
+        raise RetryableError("try later")
+    if outcome == "crash":
+        raise RuntimeError("crash")
+    if outcome == "give_up":
+        raise GiveUp("bad input")
+    return {"attempt": ctx.attempt}
+
+
+@APP.reducer
+def user_enqueue(ctx: ReducerContext, job_type: str, queue: str, payload: Any, max_attempts: int, backoff: int,
+                 priority: int, delay: int, idem: str | None, fail: bool) -> Task:  # fmt: skip
+    """Another module's reducer: enqueues in its own transaction, with no role check."""
+    task = RM.enqueue_in(ctx, job_type, payload, queue=queue, max_attempts=max_attempts, backoff_seconds=backoff,
+                         priority=priority, run_after=ctx.timestamp + TimeDuration(delay * S), idempotency_key=idem)  # fmt: skip
+    if fail:
+        raise SenderError("the caller's own check failed after enqueueing")
+    return task
+
+
+IDS = [Identity.from_claims("machine", name) for name in ("admin", "alice", "bob", "carol")]
+who_st = st.sampled_from([0, 0, 0, 1, 1, 2, 2, 3])  # mostly the admin and the workers (alice, bob)
+holder_st = st.sampled_from([None, None, None, 0, 1, 2, 3])  # None: the task's lease holder
+mostly = st.sampled_from([True, True, True, False])
+task_args = {
+    "job_type": st.sampled_from([HANDLED, "ext", "ext", "ext2"]),
+    "queue": st.sampled_from(["default", "q2"]),
+    "plan": st.lists(st.sampled_from(["ok", "retry", "crash", "give_up"]), max_size=4),
+    "max_attempts": st.sampled_from([1, 1, 2, 2, 3, 3, 4, 4, 0]),  # 0 is refused
+    "backoff": st.sampled_from([0, 1, 10, 60]),
+    "priority": st.integers(-2, 2),
+    "delay": st.sampled_from([0, 0, 5, 100]),
+    "idem": st.none() | st.sampled_from(["k1", "k2", "k3"]),
+}
+
+
+def same_task(real: Task, m: MTask) -> None:
+    assert (real.id, real.job_type, real.queue, real.payload, real.idempotency_key) == (m.id, m.job_type, m.queue, m.payload, m.idem)
+    assert real.status.value == m.status and (real.dead_reason and real.dead_reason.value) == m.dead_reason, (real, m)
+    assert (real.attempts, real.max_attempts, real.backoff_seconds) == (m.attempts, m.max_attempts, m.backoff), (real, m)
+    assert (real.priority, real.neg_priority, real.run_after.micros, real.in_module) == (m.priority, -m.priority, m.run_after, m.in_module), (real, m)
+    expires = real.lease_expires_at.micros if real.lease_expires_at else None
+    assert (real.lease_holder, expires, real.claimed_by, real.result) == (m.lease_holder, m.lease_expires, m.claimed_by, m.result), (real, m)
+    if m.last_error == CRASH:
+        assert real.last_error is not None and real.last_error.startswith("Traceback") and "RuntimeError: crash" in real.last_error
+    elif m.last_error == LEASE:
+        assert real.last_error is not None and real.last_error.startswith("lease expired")
+    else:
+        assert real.last_error == m.last_error, (real, m)
+
+
+class RetryMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        RM.handlers.clear()
+        RM.handlers[HANDLED] = handler
+        self.dir = Path(tempfile.mkdtemp(prefix="retry-machine-"))
+        self.clock = ManualClock()
+        self.db = Database.create(self.dir / "live", APP, owner=IDS[0], clock=self.clock, durable=False)
+        self.copy = Database.create(self.dir / "copy", APP, owner=IDS[0], identity=self.db.identity, run_init=False, durable=False)
+        self.replayed = 0
+        self.model = Model(now=self.clock.now().micros, admins={IDS[0]})
+        for worker in IDS[1:3]:
+            self.both(lambda: self.model.grant_worker(IDS[0], worker), lambda: self.db.call("grant_worker", worker, sender=IDS[0]))
+
+    def teardown(self) -> None:
+        self.db.close()
+        self.copy.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    def both(self, expect: Any, call: Any) -> Any:
+        """Run the model, then the real call; both must succeed alike or refuse alike."""
+        try:
+            expected = expect()
+        except Refused as r:
+            event(f"refused: {r.error.__name__}")
+            try:
+                call()
+            except Exception as e:
+                assert type(e) is r.error, f"expected {r.error.__name__}, got {type(e).__name__}: {e}"
+            else:
+                raise AssertionError(f"expected {r.error.__name__}, the call succeeded")
+            return None
+        got = call()
+        event(f"done: {type(expected).__name__}")
+        if isinstance(expected, MTask):
+            same_task(got, expected)
+        else:
+            assert got is None and expected is None, (got, expected)
+        return got
+
+    def pick(self, ref: int, fit: str | None = None) -> int:
+        """A task id: one in status `fit` if there is one, else any id ever given out, or the next."""
+        fitting = sorted(t.id for t in self.model.tasks.values() if t.status == fit)
+        candidates = fitting or list(range(1, self.model.seq["task"] + 2))
+        return candidates[ref % len(candidates)]
+
+    def anything_running(self) -> bool:
+        return any(t.status == "running" for t in self.model.tasks.values())
+
+    def caller_for(self, task_id: int, who: int | None) -> Identity:
+        t = self.model.tasks.get(task_id)
+        if who is None and t is not None and t.lease_holder is not None:
+            return t.lease_holder
+        return IDS[0 if who is None else who]
+
+    # --- creating tasks --------------------------------------------------------------------------
+
+    @initialize(tasks=st.lists(st.tuples(task_args["job_type"], task_args["queue"], task_args["priority"], task_args["plan"]), max_size=4))
+    def some_tasks(self, tasks: list[tuple[str, str, int, list[str]]]) -> None:
+        for job_type, queue, priority, plan in tasks:
+            self.submit_or_enqueue(0, True, job_type, queue, plan, 3, 10, priority, 0, None)
+
+    @rule(who=who_st, as_admin=st.booleans(), **task_args)
+    def submit_or_enqueue(self, who: int, as_admin: bool, job_type: str, queue: str, plan: list[str], max_attempts: int,
+                          backoff: int, priority: int, delay: int, idem: str | None) -> None:  # fmt: skip
+        payload = {"plan": plan}
+        run_after = self.clock.now() + TimeDuration(delay * S)
+        role, reducer = ("admin", "submit") if as_admin else ("worker", "enqueue")
+        self.both(
+            lambda: self.model.create(IDS[who], role, job_type, queue, payload, max_attempts, backoff, priority, delay, idem),
+            lambda: self.db.call(reducer, job_type, queue, payload, max_attempts, backoff, run_after, priority, idem, sender=IDS[who]),
+        )
+
+    @rule(who=who_st, fail=st.booleans(), **task_args)
+    def enqueue_from_another_module(self, who: int, fail: bool, job_type: str, queue: str, plan: list[str], max_attempts: int,
+                                    backoff: int, priority: int, delay: int, idem: str | None) -> None:  # fmt: skip
+        args = (job_type, queue, {"plan": plan}, max(max_attempts, 1), backoff, priority, delay, idem)
+        if fail:
+            before = self.db.state_hash()
+            try:
+                self.db.call("user_enqueue", *args, True, sender=IDS[who])
+            except SenderError as e:
+                assert "own check failed" in str(e)
+            else:
+                raise AssertionError("user_enqueue should have failed")
+            assert self.db.state_hash() == before
+        else:
+            self.both(lambda: self.model.create(None, "none", *args), lambda: self.db.call("user_enqueue", *args, False, sender=IDS[who]))
+
+    # --- workers ---------------------------------------------------------------------------------
+
+    @rule(who=who_st, queue=st.sampled_from([None, "default", "q2"]), worker_id=st.sampled_from([None, "w1"]),
+          lease=st.sampled_from([None, 5, 60]))  # fmt: skip
+    def claim(self, who: int, queue: str | None, worker_id: str | None, lease: int | None) -> None:
+        self.both(lambda: self.model.claim(IDS[who], queue, worker_id, lease), lambda: self.db.call("claim", queue, worker_id, lease, sender=IDS[who]))
+
+    @precondition(lambda self: self.anything_running())
+    @rule(ref=st.integers(0, 100), who=holder_st, running=mostly, result=st.sampled_from([None, {"ok": 1}]))
+    def complete(self, ref: int, who: int | None, running: bool, result: Any) -> None:
+        tid = self.pick(ref, "running" if running else None)
+        me = self.caller_for(tid, who)
+        self.both(lambda: self.model.complete(me, tid, result), lambda: self.db.call("complete", tid, result, sender=me))
+
+    @precondition(lambda self: self.anything_running())
+    @rule(ref=st.integers(0, 100), who=holder_st, running=mostly)
+    def fail(self, ref: int, who: int | None, running: bool) -> None:
+        tid = self.pick(ref, "running" if running else None)
+        me = self.caller_for(tid, who)
+        self.both(lambda: self.model.fail(me, tid, "worker error"), lambda: self.db.call("fail", tid, "worker error", sender=me))
+
+    @precondition(lambda self: self.anything_running())
+    @rule(ref=st.integers(0, 100), who=holder_st, lease=st.sampled_from([None, 5, 60]))
+    def heartbeat(self, ref: int, who: int | None, lease: int | None) -> None:
+        tid = self.pick(ref, "running")
+        me = self.caller_for(tid, who)
+        self.both(lambda: self.model.heartbeat(me, tid, lease), lambda: self.db.call("heartbeat", tid, lease, sender=me))
+
+    # --- time ------------------------------------------------------------------------------------
+
+    @rule(seconds=st.sampled_from([1, 5, 30, 60, 300, 1000]), run=st.booleans())
+    def advance(self, seconds: int, run: bool) -> None:
+        self.clock.advance(seconds)
+        self.model.now = self.clock.now().micros
+        if run:
+            self.run_due()
+
+    def run_due(self) -> None:
+        self.model.run_due(plan_of)
+        self.db.run_due()
+
+    @precondition(lambda self: bool(self.model.attempt_timers or self.model.lease_timers))
+    @rule()
+    def to_next_due(self) -> None:
+        due = self.db.next_due()
+        assert due is not None
+        self.clock.set(max(due, self.clock.now()))
+        self.model.now = self.clock.now().micros
+        self.run_due()
+
+    # --- admins ----------------------------------------------------------------------------------
+
+    @rule(action=st.sampled_from(["requeue", "cancel", "delete_task"]), who=who_st, ref=st.integers(0, 100), fit=mostly,
+          reason=st.sampled_from([None, "no longer needed"]))  # fmt: skip
+    def dead_letter_action(self, action: str, who: int, ref: int, fit: bool, reason: str | None) -> None:
+        """requeue or delete a (dead) task, cancel a (queued) one; `fit` picks a task in that state."""
+        me = IDS[who]
+        if action == "cancel":
+            tid = self.pick(ref, "queued" if fit else None)
+            self.both(lambda: self.model.cancel(me, tid, reason), lambda: self.db.call("cancel", tid, reason, sender=me))
+            return
+        tid = self.pick(ref, "dead" if fit else None)
+        expect = self.model.requeue if action == "requeue" else self.model.delete
+        self.both(lambda: expect(me, tid), lambda: self.db.call(action, tid, sender=me))
+
+    @rule(who=who_st, other=who_st, action=st.sampled_from(["add_admin", "remove_admin", "grant_worker", "revoke_worker"]))
+    def roles(self, who: int, other: int, action: str) -> None:
+        self.both(lambda: getattr(self.model, action)(IDS[who], IDS[other]), lambda: self.db.call(action, IDS[other], sender=IDS[who]))
+
+    @rule(who=who_st, setting=st.sampled_from(["set_history_cap", "set_default_lease", "toggle_handler"]),
+          value=st.sampled_from([-1, 0, 1, 2, 3, 5, 10, 300, 1000]))  # fmt: skip
+    def settings(self, who: int, setting: str, value: int) -> None:
+        if setting == "toggle_handler":  # registering and unregistering the handler at run time
+            self.model.handler_on = not self.model.handler_on
+            if self.model.handler_on:
+                RM.handlers[HANDLED] = handler
+            else:
+                del RM.handlers[HANDLED]
+            return
+        self.both(lambda: getattr(self.model, setting)(IDS[who], value), lambda: self.db.call(setting, value, sender=IDS[who]))
+
+    @rule()
+    def reopen(self) -> None:
+        self.db.close()
+        self.db = Database.open(self.dir / "live", APP, clock=self.clock, durable=False)
+
+    @rule(who=who_st, status=st.sampled_from([None, "queued", "running", "completed", "dead"]),
+          queue=st.sampled_from([None, "q2"]), per_page=st.integers(1, 4), page=st.integers(1, 3))  # fmt: skip
+    def read(self, who: int, status: str | None, queue: str | None, per_page: int, page: int) -> None:
+        me = IDS[who]
+        if me not in self.model.admins:
+            for read in (queries.list_tasks, queries.dead_letter, queries.history):
+                try:
+                    read(self.db, me)
+                except NotAuthorized:
+                    continue
+                raise AssertionError(f"{read.__name__} by a non-admin succeeded")
+            return
+        got = queries.list_tasks(self.db, me, status=status, queue=queue, page=page, per_page=per_page)
+        ids = sorted((t.id for t in self.model.tasks.values() if status in (None, t.status) and queue in (None, t.queue)), reverse=True)
+        assert (got.total, [t.id for t in got.items]) == (len(ids), ids[(page - 1) * per_page : page * per_page])
+        dead = queries.dead_letter(self.db, me, per_page=50)
+        assert [t.id for t in dead.items] == sorted((t.id for t in self.model.tasks.values() if t.status == "dead"), reverse=True)
+        assert [a.id for a in queries.history(self.db, me, limit=3)] == [h[0] for h in reversed(self.model.history)][:3]
+
+    # --- invariants ------------------------------------------------------------------------------
+
+    @invariant()
+    def agrees_with_the_model(self) -> None:
+        m = self.model
+        with self.db.read() as view:
+            db = view.db
+            tasks = {t.id: t for t in db.task.iter()}
+            assert sorted(tasks) == sorted(m.tasks)
+            for tid, t in tasks.items():
+                same_task(t, m.tasks[tid])
+                assert 0 <= t.attempts <= t.max_attempts
+            # exactly one status each: the status index partitions the tasks
+            listed = [t.id for s in TaskStatus for t in db.task.status.filter(s)]
+            assert sorted(listed) == sorted(tasks)
+            # nothing claimable is dead, completed, running, in-module or in the future
+            for t in db.task.by_claim.filter((TaskStatus.QUEUED, False)):
+                assert t.status is TaskStatus.QUEUED and not t.in_module
+            first = next_claimable(db, None, self.clock.now())
+            ready = [t for t in m.tasks.values() if t.status == "queued" and not t.in_module and t.run_after <= m.now]
+            expected = min(ready, key=lambda t: (-t.priority, t.run_after, t.id)).id if ready else None
+            assert (first and first.id) == expected
+            # the history: capped, newest first, exactly the model's
+            rows = [(a.id, a.task_id, a.attempt, a.outcome.value, a.worker) for a in db.attempt.id.filter(Range(), reverse=True)]
+            assert rows == list(reversed(m.history))
+            s = db.retry_settings.id.find(0)
+            assert len(rows) <= s.history_cap == m.cap and s.default_lease_seconds == m.default_lease
+            # roles: never without an admin
+            admins = {a.identity for a in db.retry_admin.iter()}
+            assert admins == m.admins and admins
+            assert {w.identity for w in db.retry_worker.iter()} == m.workers
+            # timers and the handlers' committed writes
+            assert {t.task_id: (t.scheduled_at.time.micros, t.scheduled_id) for t in db.attempt_timer.iter()} == m.attempt_timers
+            assert {t.task_id: (t.scheduled_at.time.micros, t.scheduled_id, t.attempt) for t in db.lease_timer.iter()} == m.lease_timers
+            assert [(n.task_id, n.attempt) for n in db.note.iter()] == m.notes
+
+    @invariant()
+    def replay_matches_live_state(self) -> None:
+        records = self.db.commit_log(self.replayed)
+        apply_changes(self.copy, records)
+        self.replayed += len(records)
+        assert self.copy.state_hash() == self.db.state_hash()
+
+
+RetryMachine.TestCase.settings = settings(
+    max_examples=150,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+TestRetryMachine = RetryMachine.TestCase
