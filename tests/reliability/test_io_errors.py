@@ -47,7 +47,7 @@ def _meta_write_number(trace: str) -> int:
     assert meta_fd, "LMDB did not open the meta-page descriptor with O_DSYNC"
     counts: dict[str, int] = {}
     for line in trace.splitlines():
-        m = re.match(r"(\d+) pwrite64\((\d+),", line)
+        m = re.match(r"(\d+) +pwrite64\((\d+),", line)
         if m:
             tid, fd = m.groups()
             counts[tid] = counts.get(tid, 0) + 1
