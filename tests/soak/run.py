@@ -33,7 +33,7 @@ from stdbmod import Database
 from stdbmod.retry import create_retry_module
 from tests.http.servers import Server, call, env, free_port, new_identity, start_server
 from tests.reliability.checks import lmdb_problems
-from tests.reliability.invariants import retry_invariants
+from tests.reliability.invariants import TransitionChecker, retry_invariants
 
 from .history import Follower, HistoryChecker
 
@@ -51,6 +51,8 @@ class Report:
     refused: int = 0
     reads: int = 0
     commit_records: int = 0
+    completions: int = 0
+    reruns: int = 0
     tasks: dict[str, int] = field(default_factory=dict)
     data_mb: float = 0.0
     restart_seconds_max: float = 0.0
@@ -76,6 +78,7 @@ class Soak:
         self.histories = [str(work / f"client{i}.jsonl") for i in range(clients + 1)]
         self.checker = HistoryChecker(self.histories)
         self.follower: Follower | None = None
+        self.transitions = TransitionChecker()
         self.procs: list[subprocess.Popen[bytes]] = []
         self.report = Report()
 
@@ -131,6 +134,7 @@ class Soak:
         with Database.open(self.data, self.module) as db:
             problems += db.check_integrity()
             problems += retry_invariants(db)
+            problems += self.transitions.feed(db)
             if self.follower is None:
                 scratch = Database.create(self.work / "replay", self.module, owner=db.owner, name=db.name, identity=db.identity,
                                           run_init=False, durable=False)
@@ -182,6 +186,7 @@ class Soak:
         r = self.report
         r.invoked, r.acked_writes, r.unknown, r.unsent, r.refused, r.reads = f.invoked, f.acked_writes, f.unknown, f.unsent, f.refused, f.reads
         r.commit_records = f.records
+        r.completions, r.reruns = self.transitions.completions, self.transitions.reruns
         r.data_mb = round(os.path.getsize(self.data / "data.mdb") / (1 << 20), 1)
         r.seconds = round(time.monotonic() - started, 1)
         return r
