@@ -88,6 +88,8 @@ def _encode_args(reducer: str, decoded: Any) -> bytes:
         return codec.msgpack_encoder.encode(decoded)
     except (OverflowError, msgspec.EncodeError) as e:
         raise ArgumentError(f"{reducer}: {e}") from None
+    except RecursionError:
+        raise ArgumentError(f"{reducer}: the arguments are nested too deeply") from None
 
 
 def _storage(where: str | os.PathLike[str] | Storage, **options: Any) -> Storage:
@@ -225,6 +227,8 @@ class Database:
                 decoded = codec.convert(list(args), r.args_type)
             except msgspec.ValidationError as e:
                 raise ArgumentError(f"{name}: {e}") from None
+            except RecursionError:
+                raise ArgumentError(f"{name}: the arguments are nested too deeply") from None
         if not isinstance(sender, Identity):
             raise ArgumentError("sender must be an Identity")
         return CallJob(
@@ -257,6 +261,8 @@ class Database:
             decoded = r.json_decoder.decode(body)
         except msgspec.DecodeError as e:
             raise ArgumentError(f"{reducer}: {e}") from None
+        except RecursionError:  # msgspec's answer to JSON nested deeper than it can decode
+            raise ArgumentError(f"{reducer}: the arguments are nested too deeply") from None
         return self._submit(self._job(reducer, (), sender, connection_id, decoded))
 
     async def call_async(self, reducer: str, *args: Any, sender: Identity, connection_id: ConnectionId | None = None) -> Any:
