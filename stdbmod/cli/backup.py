@@ -13,13 +13,7 @@ from lmdb import verify as lmdb_verify
 
 from ..errors import StdbError
 from ..runtime import backup_directory
-
-
-class BackupError(click.ClickException):
-    """One line on stderr, exit 2."""
-
-    exit_code = 2
-
+from .options import CommandError
 
 @click.command(name="backup")
 @click.option("--data", "data", required=True, metavar="DIR", type=click.Path(file_okay=False, path_type=str), help="The database directory.")
@@ -30,8 +24,8 @@ def backup_command(data: str, dest: str) -> None:
     try:
         size = backup_directory(data, dest)
     except (StdbError, OSError) as e:
-        raise BackupError(" ".join(str(e).split()) or type(e).__name__) from None
+        raise CommandError(" ".join(str(e).split()) or type(e).__name__) from None
     problems = list(cast(Any, lmdb_verify).verify(dest))
     if problems:
-        raise BackupError(f"the copy at {dest} does not verify: {problems[0]}")
+        raise CommandError(f"the copy at {dest} does not verify: {problems[0]}")
     click.echo(f"backed up {data} to {dest} ({size / (1 << 20):.1f} MiB, verified)")

@@ -158,3 +158,14 @@ def test_a_reader_process_adopts_a_map_another_process_grew(tmp_path: Path) -> N
             assert [len(v) for _, v in r.scan("blobs")] == [256 << 10] * 40
     finally:
         copy.close()
+
+
+def test_the_stdbmod_command_has_backup(tmp_path: Path) -> None:
+    from stdbmod.cli.main import cli
+
+    rm = create_retry_module()
+    Database.create(tmp_path / "live", rm.module, owner=OWNER).close()
+    r = CliRunner().invoke(cli, ["backup", "--data", str(tmp_path / "live"), str(tmp_path / "copy")])
+    assert r.exit_code == 0 and "verified" in r.output, r.output
+    r = CliRunner().invoke(cli, ["backup", "--data", str(tmp_path / "live"), str(tmp_path / "copy")])
+    assert r.exit_code == 2 and "not empty" in r.output and len(r.output.strip().splitlines()) == 1, r.output
