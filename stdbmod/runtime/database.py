@@ -29,6 +29,7 @@ from ..errors import (
     NoSuchReducer,
     SchemaMismatch,
     StdbError,
+    StorageError,
 )
 from ..keys import encode_u64
 from ..module import Module
@@ -314,7 +315,8 @@ class Database:
 
     def run_due(self, now: Timestamp | None = None, limit: int = 100_000) -> int:
         """Fire every schedule row due at `now` (default: the clock), including rows the fired
-        reducers schedule for now; how many fired. Tests call this under a manual clock."""
+        reducers schedule for now; how many fired. Tests call this under a manual clock.
+        A storage failure (not a reducer's) is raised: the rows stay due for a later try."""
         fired = 0
         while fired < limit:
             at = now or self.clock.now()
@@ -324,11 +326,18 @@ class Database:
             if not due:
                 break
             futures = [self._submit(ScheduledJob(kind="scheduled", reducer="", sender=self.identity, queue_key=k)) for k in due]
+            storage_failure: StorageError | None = None
             for f in futures:
                 try:
                     f.result()
+                except StorageError as e:
+                    storage_failure = storage_failure or e
                 except StdbError:
                     pass  # the failure is in the database log; the row was cleaned up
+            if storage_failure is not None:
+                # Nothing was committed and the rows are still due: going round again would
+                # spin as long as the storage fails (a full disk). The caller retries later.
+                raise storage_failure
             fired += len(due)
         return fired
 
