@@ -87,10 +87,11 @@ class Verdict:
     problems: list[str] = field(default_factory=list)
 
 
-def violations(trace: str, is_request: Callable[[Event], object], is_answer: Callable[[Event], object]) -> Verdict:
+def violations(trace: str, is_request: Callable[[Event], object], is_answer: Callable[[Event], object], *, paired: bool = False) -> Verdict:
     """Each answer whose transaction wrote pages must follow, after the latest request before it,
     an fdatasync of the data file and then a successful write of the meta page through an O_DSYNC
-    descriptor."""
+    descriptor. `paired`: one answer per request (HTTP); other answers (a health check) are
+    not requests of interest and are skipped."""
     evs = events(trace)
     fds = descriptors(evs)
     v = Verdict()
@@ -105,9 +106,12 @@ def violations(trace: str, is_request: Callable[[Event], object], is_answer: Cal
         if not is_answer(ev):
             continue
         if start is None:
-            v.problems.append(f"answer without a request: {ev.rest[:60]}")
+            if not paired:
+                v.problems.append(f"answer without a request: {ev.rest[:60]}")
             continue
         window = evs[start : ev.index]
+        if paired:
+            start = None
         wrote = [e for e in window if e.syscall in ("pwrite64", "writev") and e.fd in fds.data | meta_fds]
         synced = [e.index for e in window if e.syscall in ("fdatasync", "fsync") and e.fd in fds.data and e.ok]
         meta = [e.index for e in window if e.syscall == "pwrite64" and e.fd in fds.meta_dsync and e.ok]
