@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from ..errors import ReducerFailed, SenderError, StdbError
+from .backup import backup_command
 from .cmd_db import call, publish, tick
 from .cmd_identity import identity_group
 from .cmd_read import log, logs, sql
@@ -108,7 +109,7 @@ def cli() -> None:
     owner-level tool: it may act as any identity with --as."""
 
 
-for command in (publish, call, tick, identity_group, sql, logs, log, verify, replay, tasks):
+for command in (publish, call, tick, identity_group, sql, logs, log, verify, replay, tasks, backup_command):
     cli.add_command(command)
 
 

@@ -83,6 +83,8 @@ def decode(raw: bytes, typ: type[T], *, empty: bytes = b"{}") -> T:
         raise HttpError(400, f"invalid request body: {e}") from None
     except msgspec.DecodeError as e:
         raise HttpError(400, f"the body is not valid JSON: {e}") from None
+    except RecursionError:  # msgspec's answer to JSON nested deeper than it can decode
+        raise HttpError(400, "the body is nested too deeply") from None
     return value
 
 

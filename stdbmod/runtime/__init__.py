@@ -1,5 +1,6 @@
 """The runtime: databases, transactions, table handles, contexts, the scheduler, the logs."""
 
+from .backup import backup_directory
 from .clock import Clock, ManualClock, SystemClock
 from .commitlog import CommitRecord, TableChange
 from .context import ReducerContext
@@ -10,6 +11,7 @@ from .scheduler import Scheduler
 from .tables import Range
 
 __all__ = [
+    "backup_directory",
     "Clock",
     "ManualClock",
     "SystemClock",

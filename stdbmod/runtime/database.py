@@ -29,6 +29,7 @@ from ..errors import (
     NoSuchReducer,
     SchemaMismatch,
     StdbError,
+    StorageError,
 )
 from ..keys import encode_u64
 from ..module import Module
@@ -36,10 +37,12 @@ from ..schema import ReducerDef
 from ..storage import LmdbStorage, Storage
 from ..types import ConnectionId, Identity, Timestamp
 from . import commitlog, spaces
+from .backup import check_target
 from .clock import Clock, SystemClock
 from .commitlog import CommitRecord
 from .core import Core
 from .dblog import DbLog, LogLine
+from .integrity import check_integrity
 from .jobs import CallJob, Job, LifecycleJob, ScheduledJob
 from .schema_check import check_compatible
 from .tables import DbView
@@ -87,6 +90,8 @@ def _encode_args(reducer: str, decoded: Any) -> bytes:
         return codec.msgpack_encoder.encode(decoded)
     except (OverflowError, msgspec.EncodeError, NotImplementedError, TypeError) as e:
         raise ArgumentError(f"{reducer}: {e}") from None
+    except RecursionError:
+        raise ArgumentError(f"{reducer}: the arguments are nested too deeply") from None
 
 
 def _storage(where: str | os.PathLike[str] | Storage, **options: Any) -> Storage:
@@ -226,6 +231,8 @@ class Database:
                 decoded = codec.convert(list(args), r.args_type)
             except msgspec.ValidationError as e:
                 raise ArgumentError(f"{name}: {e}") from None
+            except RecursionError:
+                raise ArgumentError(f"{name}: the arguments are nested too deeply") from None
         if not isinstance(sender, Identity):
             raise ArgumentError("sender must be an Identity")
         return CallJob(
@@ -261,6 +268,8 @@ class Database:
             decoded = r.json_decoder.decode(body)
         except msgspec.DecodeError as e:
             raise ArgumentError(f"{reducer}: {e}") from None
+        except RecursionError:  # msgspec's answer to JSON nested deeper than it can decode
+            raise ArgumentError(f"{reducer}: the arguments are nested too deeply") from None
         return self._job(reducer, (), sender, connection_id, decoded)
 
     async def call_async(self, reducer: str, *args: Any, sender: Identity, connection_id: ConnectionId | None = None) -> Any:
@@ -318,7 +327,8 @@ class Database:
 
     def run_due(self, now: Timestamp | None = None, limit: int = 100_000) -> int:
         """Fire every schedule row due at `now` (default: the clock), including rows the fired
-        reducers schedule for now; how many fired. Tests call this under a manual clock."""
+        reducers schedule for now; how many fired. Tests call this under a manual clock.
+        A storage failure (not a reducer's) is raised: the rows stay due for a later try."""
         fired = 0
         while fired < limit:
             at = now or self.clock.now()
@@ -328,11 +338,18 @@ class Database:
             if not due:
                 break
             futures = [self._submit(ScheduledJob(kind="scheduled", reducer="", sender=self.identity, queue_key=k)) for k in due]
+            storage_failure: StorageError | None = None
             for f in futures:
                 try:
                     f.result()
+                except StorageError as e:
+                    storage_failure = storage_failure or e
                 except StdbError:
                     pass  # the failure is in the database log; the row was cleaned up
+            if storage_failure is not None:
+                # Nothing was committed and the rows are still due: going round again would
+                # spin as long as the storage fails (a full disk). The caller retries later.
+                raise storage_failure
             fired += len(due)
         return fired
 
@@ -368,6 +385,18 @@ class Database:
                 for key, value in r.scan(spaces.rows(name)):
                     h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
         return h.hexdigest()
+
+    def check_integrity(self) -> list[str]:
+        """Disagreements between rows and what is derived from them (indexes, sequences, the
+        schedule queue, commit log offsets), one line each; empty when consistent."""
+        with self._core.storage.begin_read() as r:
+            return check_integrity(r, self.module.tables)
+
+    def backup(self, dest: str | os.PathLike[str]) -> None:
+        """A compacted, consistent copy of the whole database at `dest` (a new or empty
+        directory), taken in a read transaction: writers keep going while it runs, and the copy
+        holds every transaction committed before it began."""
+        self._core.storage.copy_to(check_target(dest), compact=True)
 
     def describe(self) -> dict[str, Any]:
         return self.module.describe()

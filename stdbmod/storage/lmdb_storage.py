@@ -42,10 +42,56 @@ def _translated() -> Iterator[None]:
         raise _translate(e) from e
 
 
+class _ReadGate:
+    """LMDB may resize the map only while no transaction is active in the process; a read
+    transaction open across `set_mapsize` is invalidated (and a reader inside LMDB at that moment
+    would touch unmapped memory). Read transactions hold this gate shared, growing holds it alone.
+
+    A pending grow makes new readers wait, except on a thread that already holds a read (it
+    could be the one the grow waits for)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._growing = False
+        self._mine = threading.local()
+
+    def enter(self) -> None:
+        held = getattr(self._mine, "n", 0)
+        with self._cond:
+            if not held:
+                self._cond.wait_for(lambda: not self._growing)
+            self._readers += 1
+        self._mine.n = held + 1
+
+    def leave(self) -> None:
+        self._mine.n = getattr(self._mine, "n", 1) - 1
+        with self._cond:
+            self._readers -= 1
+            if self._readers == 0:
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def alone(self, timeout: float) -> Iterator[None]:
+        with self._cond:
+            self._growing = True
+            try:
+                if not self._cond.wait_for(lambda: self._readers == 0, timeout):
+                    raise StorageError(f"the map is full and cannot grow: read transactions stayed open for {timeout:.0f} s")
+                yield
+            finally:
+                self._growing = False
+                self._cond.notify_all()
+
+
+GROW_WAIT = 60.0  # how long growing the map waits for open read transactions to end
+
+
 class _LmdbRead(ReadTxn):
-    def __init__(self, storage: LmdbStorage, txn: Any) -> None:
+    def __init__(self, storage: LmdbStorage, txn: Any, gate: _ReadGate | None = None) -> None:
         self._s = storage
         self._txn = txn
+        self._gate = gate  # read transactions only: released when the transaction ends
 
     def _db(self, space: str) -> Any:
         return self._s._dbs.get(space)
@@ -120,6 +166,12 @@ class _LmdbRead(ReadTxn):
         if self._txn is not None:
             self._txn.abort()
             self._txn = None
+            if self._gate is not None:
+                self._gate.leave()
+
+    def __del__(self) -> None:
+        if getattr(self, "_gate", None) is not None and self._txn is not None:
+            self.close()  # a read transaction dropped without close() must not block growth
 
 
 class _LmdbWrite(_LmdbRead, WriteTxn):
@@ -170,7 +222,12 @@ class _LmdbWrite(_LmdbRead, WriteTxn):
         try:
             txn.commit()
         except lmdb.Error as e:
-            raise _translate(e) from e
+            err = _translate(e)
+            # A failed write of the meta page leaves the environment in MDB_PANIC, yet the
+            # commit itself reports a plain I/O error: only the next begin() would say so.
+            if isinstance(err, StorageError) and not isinstance(err, StoragePanic) and self._s.panicked():
+                raise StoragePanic(f"LMDB panic after a failed commit ({err}); the database must be reopened") from e
+            raise err from e
 
     def abort(self) -> None:
         txn, self._txn = self._txn, None
@@ -214,6 +271,7 @@ class LmdbStorage(Storage):
                 _open_envs.discard(self._ident)
             raise
         self._dbs: dict[str, Any] = {}
+        self._gate = _ReadGate()
         self._open_existing()
         self._closed = False
 
@@ -239,8 +297,25 @@ class LmdbStorage(Storage):
                 self.grow()
 
     def begin_read(self) -> ReadTxn:
-        with _translated():
-            return _LmdbRead(self, self._env.begin(write=False, buffers=False))
+        for attempt in range(3):
+            self._gate.enter()
+            try:
+                with _translated():
+                    return _LmdbRead(self, self._env.begin(write=False, buffers=False), self._gate)
+            except StorageError as e:
+                self._gate.leave()
+                if not isinstance(e.__cause__, lmdb.MapResizedError) or attempt == 2:
+                    raise
+            except BaseException:
+                self._gate.leave()
+                raise
+            self._adopt_map_size()
+        raise AssertionError("unreachable")
+
+    def _adopt_map_size(self) -> None:
+        """Another process (a server) grew the map past ours: map what it uses now."""
+        with self._gate.alone(GROW_WAIT), _translated():
+            self._env.set_mapsize(0)
 
     def begin_write(self) -> WriteTxn:
         try:
@@ -248,8 +323,18 @@ class LmdbStorage(Storage):
         except lmdb.Error as e:
             raise _translate(e) from e
 
+    def panicked(self) -> bool:
+        """Whether the environment is in MDB_PANIC (every transaction would fail)."""
+        try:
+            self._env.begin().abort()
+        except lmdb.PanicError:
+            return True
+        except lmdb.Error:
+            return False
+        return False
+
     def grow(self) -> None:
-        with _translated():
+        with self._gate.alone(GROW_WAIT), _translated():
             self._env.set_mapsize(self._env.info()["map_size"] * 2)
 
     @property
@@ -257,9 +342,22 @@ class LmdbStorage(Storage):
         return int(self._env.info()["map_size"])
 
     def copy_to(self, path: str, compact: bool = True) -> None:
+        """A consistent copy (one read transaction: writers carry on) into the directory `path`."""
         os.makedirs(path, exist_ok=True)
-        with _translated():
-            self._env.copy(path, compact=compact)
+        for attempt in range(3):
+            self._gate.enter()  # the copy reads the map inside its own read transaction
+            try:
+                with _translated():
+                    self._env.copy(path, compact=compact)
+                return
+            except StorageError as e:
+                if not isinstance(e.__cause__, lmdb.MapResizedError) or attempt == 2:
+                    raise
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(path, "data.mdb"))
+            finally:
+                self._gate.leave()
+            self._adopt_map_size()
 
     def sync(self) -> None:
         with _translated():
