@@ -114,8 +114,8 @@ class TableHandle:
         for ix in self._t.indexes.values():
             if not ix.unique:
                 continue
-            key = encode_key(tuple(vals[p] for p in ix.positions))
-            if old_vals is not None and key == encode_key(tuple(old_vals[p] for p in ix.positions)):
+            key = ix.encode(ix.values(vals))
+            if old_vals is not None and key == ix.encode(ix.values(old_vals)):
                 continue
             if self._view.txn.get(spaces.index(self._t.name, ix.name), key) is not None:
                 raise UniqueConstraintViolation(self._t.name, ix.name, vals[ix.positions[0]])
@@ -159,7 +159,8 @@ class TableHandle:
     def __getattr__(self, name: str) -> Any:
         t = self._t
         if name == t.primary_key:
-            acc: Any = UniqueColumn(self, IndexDef(name, (name,), True, (t.pk_position,)), primary=True)
+            assert t.pk_index is not None
+            acc: Any = UniqueColumn(self, t.pk_index, primary=True)
         elif name in t.indexes:
             ix = t.indexes[name]
             acc = UniqueColumn(self, ix) if ix.unique else BTreeIndex(self, ix)
@@ -216,6 +217,14 @@ class UniqueColumn(BTreeIndex):
         """The row with this value, or None."""
         pk_key = self._pk_key_of(value)
         return None if pk_key is None else self._h._row_at(pk_key)
+
+    def contains(self, value: Any) -> bool:
+        """Whether a row has this value: `find(value) is not None` without decoding the row (one
+        key lookup, for membership tables such as roles)."""
+        pk_key = self._pk_key_of(value)
+        if pk_key is None:
+            return False
+        return self._primary is False or self._h._view.get_row(self._h._t, pk_key) is not None
 
     def update(self, row: Any) -> Any:
         """Replace the row that has `row`'s value in this column; raises RowNotFound if none."""

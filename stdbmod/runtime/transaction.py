@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import AutoIncOverflow, KeyTooLarge, StdbError
-from ..keys import MAX_KEY_SIZE, decode_u64, encode_key, encode_u64
+from ..keys import MAX_KEY_SIZE, decode_u64, encode_u64
 from ..schema import TableDef
 from ..storage import ReadTxn, WriteTxn
 from ..types import At, Every, Timestamp
@@ -69,14 +69,22 @@ class Transaction(TxView):
         """Replace the row at `pk_key` (old -> new; None = absent) and keep every index in step."""
         txn = self.wtxn
         self.changes.setdefault((table.name, pk_key), old)
-        both = row_old is not None and row_new is not None
         for ix in table.indexes.values():
-            if both and _unchanged(row_old, row_new, ix.positions):
-                continue  # the common case of an update: no key to build
-            old_k = encode_key(tuple([row_old[p] for p in ix.positions])) if row_old is not None else None
-            new_k = encode_key(tuple([row_new[p] for p in ix.positions])) if row_new is not None else None
-            if old_k == new_k:
-                continue
+            if row_old is not None:
+                old_v = ix.values(row_old)
+                if row_new is not None:
+                    new_v = ix.values(row_new)
+                    if _unchanged(old_v, new_v, len(ix.positions)):
+                        continue  # the common case of an update: no key to build
+                    new_k = ix.encode(new_v)
+                else:
+                    new_k = None
+                old_k = ix.encode(old_v)
+                if old_k == new_k:
+                    continue
+            else:
+                old_k = None
+                new_k = ix.encode(ix.values(row_new))
             space = spaces.index(table.name, ix.name)
             if old_k is not None:
                 txn.delete(space, old_k if ix.unique else old_k + pk_key)
@@ -149,15 +157,18 @@ class Transaction(TxView):
             child.commit()
 
 
-def _unchanged(old: Any, new: Any, positions: tuple[int, ...]) -> bool:
-    """Whether the indexed values are the same, so their keys are too. Only a cheap test that
-    implies equal keys: same type and equal (floats excluded: -0.0 == 0.0, keys differ)."""
-    for p in positions:
-        a = old[p]
-        b = new[p]
-        if a is b:
-            continue
-        if type(a) is not type(b) or type(a) is float or a != b:
+def _same(a: Any, b: Any) -> bool:
+    """Whether two column values surely have the same key: identical, or of one type and equal
+    (floats excluded: -0.0 == 0.0, keys differ)."""
+    return a is b or (type(a) is type(b) and type(a) is not float and a == b)
+
+
+def _unchanged(old: Any, new: Any, width: int) -> bool:
+    """`_same` for an index's values: one value (width 1) or a tuple of `width`."""
+    if width == 1:
+        return _same(old, new)
+    for a, b in zip(old, new):
+        if not _same(a, b):
             return False
     return True
 
