@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import AutoIncOverflow, KeyTooLarge, StdbError
-from ..keys import MAX_KEY_SIZE, decode_u64, encode_u64
+from ..keys import MAX_KEY_SIZE, decode_u64, encode_u64, encode_value
 from ..schema import TableDef
 from ..storage import ReadTxn, WriteTxn
 from ..types import At, Every, Timestamp
@@ -69,22 +69,25 @@ class Transaction(TxView):
         """Replace the row at `pk_key` (old -> new; None = absent) and keep every index in step."""
         txn = self.wtxn
         self.changes.setdefault((table.name, pk_key), old)
+        # Column encodings are shared between indexes (status is in three of the task's), so
+        # each row's are made once, as an index first needs them.
+        enc_old: dict[int, bytes] = {}
+        enc_new: dict[int, bytes] = {}
+        changed: set[int] | None = None  # an update: the indexed columns whose values changed
+        if row_old is not None and row_new is not None:
+            changed = {p for p in table.indexed_positions if not _same(row_old[p], row_new[p])}
         for ix in table.indexes.values():
-            if row_old is not None:
-                old_v = ix.values(row_old)
-                if row_new is not None:
-                    new_v = ix.values(row_new)
-                    if _unchanged(old_v, new_v, len(ix.positions)):
-                        continue  # the common case of an update: no key to build
-                    new_k = ix.encode(new_v)
-                else:
-                    new_k = None
-                old_k = ix.encode(old_v)
+            if changed is not None:
+                if changed.isdisjoint(ix.positions):
+                    continue  # the common case of an update: no key to build
+                old_k = _key(row_old, ix.positions, enc_old)
+                new_k = _key(row_new, ix.positions, enc_new)
                 if old_k == new_k:
                     continue
+            elif row_old is not None:
+                old_k, new_k = _key(row_old, ix.positions, enc_old), None
             else:
-                old_k = None
-                new_k = ix.encode(ix.values(row_new))
+                old_k, new_k = None, _key(row_new, ix.positions, enc_new)
             space = spaces.index(table.name, ix.name)
             if old_k is not None:
                 txn.delete(space, old_k if ix.unique else old_k + pk_key)
@@ -157,20 +160,21 @@ class Transaction(TxView):
             child.commit()
 
 
+def _key(row: tuple[Any, ...], positions: tuple[int, ...], encoded: dict[int, bytes]) -> bytes:
+    """The index key of `row` over `positions`, reusing and filling `encoded` (position -> bytes)."""
+    parts = []
+    for p in positions:
+        part = encoded.get(p)
+        if part is None:
+            part = encoded[p] = encode_value(row[p])
+        parts.append(part)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 def _same(a: Any, b: Any) -> bool:
     """Whether two column values surely have the same key: identical, or of one type and equal
     (floats excluded: -0.0 == 0.0, keys differ)."""
     return a is b or (type(a) is type(b) and type(a) is not float and a == b)
-
-
-def _unchanged(old: Any, new: Any, width: int) -> bool:
-    """`_same` for an index's values: one value (width 1) or a tuple of `width`."""
-    if width == 1:
-        return _same(old, new)
-    for a, b in zip(old, new):
-        if not _same(a, b):
-            return False
-    return True
 
 
 def due_of(at: At | Every, now: Timestamp) -> int:
