@@ -162,13 +162,19 @@ class Transaction(TxView):
 
 def _key(row: tuple[Any, ...], positions: tuple[int, ...], encoded: dict[int, bytes]) -> bytes:
     """The index key of `row` over `positions`, reusing and filling `encoded` (position -> bytes)."""
+    if len(positions) == 1:  # most indexes: no parts to join
+        p = positions[0]
+        part = encoded.get(p)
+        if part is None:
+            part = encoded[p] = encode_value(row[p])
+        return part
     parts = []
     for p in positions:
         part = encoded.get(p)
         if part is None:
             part = encoded[p] = encode_value(row[p])
         parts.append(part)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+    return b"".join(parts)
 
 
 def _same(a: Any, b: Any) -> bool:
