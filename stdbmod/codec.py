@@ -27,6 +27,11 @@ _WRAPPED = {
 
 
 def _enc_msgpack(obj: Any) -> Any:
+    kind = type(obj)  # exact types first: every time field of every row written comes here
+    if kind is Timestamp:
+        return obj.micros
+    if kind is Identity:
+        return obj.to_bytes()
     if isinstance(obj, (Identity, ConnectionId)):
         return obj.to_bytes()
     if isinstance(obj, (Timestamp, TimeDuration)):

@@ -129,6 +129,7 @@ class TableDef:
         self.columns_by_name = by_name
         for ix in self.indexes.values():
             ix.locate(tuple(by_name[c] for c in ix.columns))
+        self.unique_indexes = [ix for ix in self.indexes.values() if ix.unique]
         self.indexed_positions = tuple(sorted({p for ix in self.indexes.values() for p in ix.positions}))
         self.pk_position = by_name[self.primary_key] if self.primary_key else -1
         # the primary key seen as a unique index, for `ctx.db.<table>.<pk>` accessors
