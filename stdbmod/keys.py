@@ -9,6 +9,7 @@ compare; a column has one type, so that never matters to a query.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import struct
 from typing import Any
@@ -85,15 +86,25 @@ _IDENTITY_TAG = bytes((_IDENTITY,))
 _CONNECTION_TAG = bytes((_CONNECTION,))
 _BYTES_TAG = bytes((_BYTES,))
 
+def _str(v: str) -> bytes:
+    return _STR_TAG + _escape(v.encode("utf-8", "surrogatepass"))
+
+
+def _micros(v: Timestamp | TimeDuration) -> bytes:
+    # The classes keep micros inside the i64 range, so `_int`'s range check cannot fail here.
+    return _INT_TAG + (v.micros + _INT_OFFSET).to_bytes(_INT_WIDTH, "big")
+
+
 # The common exact types skip the isinstance chain (keys are built on every row write);
-# anything else (enums, subclasses) takes `_encode_slow`, which gives the same bytes.
+# anything else (subclasses, enums before their first use) takes `_encode_slow`, which gives the
+# same bytes.
 _FAST: dict[type, Any] = {
     int: _int,
-    str: lambda v: _STR_TAG + _escape(v.encode("utf-8", "surrogatepass")),
+    str: _str,
     bool: lambda v: _TRUE if v else _FALSE,
     type(None): lambda v: _NONE,
-    Timestamp: lambda v: _int(v.micros),
-    TimeDuration: lambda v: _int(v.micros),
+    Timestamp: _micros,
+    TimeDuration: _micros,
     Identity: lambda v: _IDENTITY_TAG + v.to_bytes(),
     ConnectionId: lambda v: _CONNECTION_TAG + v.to_bytes(),
     bytes: lambda v: _BYTES_TAG + _escape(v),
@@ -101,9 +112,37 @@ _FAST: dict[type, Any] = {
 }
 
 
+def _enum_encoder(cls: type[enum.Enum]) -> Any:
+    """An enum's members have fixed values: encode each once, look it up after (members made on
+    the fly, as Flag combinations, still go the slow way)."""
+    table: dict[Any, bytes] = {}
+    for m in cls.__members__.values():
+        with contextlib.suppress(SchemaError, ValueError):  # unencodable: fails when used
+            table[m] = _encode_slow(m)
+
+    def encode(v: Any) -> bytes:
+        key = table.get(v)
+        return key if key is not None else _encode_slow(v)
+
+    return encode
+
+
+def _fast_of(typ: type) -> Any:
+    """The fast encoder of `typ`, made (and kept) for an enum type on its first use."""
+    fast = _FAST.get(typ)
+    if fast is None and issubclass(typ, enum.Enum):
+        fast = _FAST[typ] = _enum_encoder(typ)
+    return fast
+
+
+# For callers encoding many values in a loop: `FAST_ENCODERS.get(type(v))`, and `encode_value`
+# on a miss, saves a call per value.
+FAST_ENCODERS = _FAST
+
+
 def encode_value(value: Any) -> bytes:
     """Encode one column value."""
-    fast = _FAST.get(type(value))
+    fast = _FAST.get(type(value)) or _fast_of(type(value))
     if fast is not None:
         return fast(value)  # type: ignore[no-any-return]
     return _encode_slow(value)

@@ -41,6 +41,7 @@ class Core:
         self.on_schedule_change: Callable[[], None] | None = None
         self.on_commit: Callable[[list[commitlog.CommitRecord]], None] | None = None
         self._running_here: Callable[[], bool] = lambda: False
+        self._writer_db: DbView | None = None  # see `context`
 
     # --- contexts ------------------------------------------------------------------------------
 
@@ -48,9 +49,15 @@ class Core:
         return DbView(view, self.module.tables)
 
     def context(self, tx: Transaction, job: Job) -> ReducerContext:
+        """Only on the writer side (one batch at a time): reducers share one rebound DbView."""
+        db = self._writer_db
+        if db is None:
+            db = self._writer_db = self.dbview(tx)
+        else:
+            db.rebind(tx)
         return ReducerContext(
             tx,
-            self.dbview(tx),
+            db,
             sender=job.sender,
             identity=self.identity,
             connection_id=job.connection_id,

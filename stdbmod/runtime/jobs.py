@@ -131,8 +131,7 @@ def queue_key_for(row_key: bytes, at: Any, now: Timestamp) -> bytes:
 def record_of(job: Job, tx: Transaction, offset: int) -> CommitRecord | None:
     """The commit record of a finished job: its net row changes, or None if it changed nothing."""
     by_table: dict[str, tuple[list[bytes], list[bytes]]] = {}
-    for (table, pk_key), before in tx.changes.items():
-        after = tx.wtxn.get(spaces.rows(table), pk_key)
+    for (table, _), (before, after) in tx.changes.items():
         if before == after:
             continue
         deletes, inserts = by_table.setdefault(table, ([], []))

@@ -8,13 +8,15 @@ one commit (one fsync) for all of them. Futures are resolved only after that com
 A caller that blocks on its result anyway (`Database.call`) may run its job itself, on its own
 thread, when the writer is idle: nothing queued, nothing running. That saves two thread
 hand-offs per call at low load and changes nothing else: batches still run one at a time (the
-`_running` lock), and under load every call goes through the queue and shares commits.
+`_running` lock), and under load (the writer's last batch held several jobs) every call goes
+through the queue and shares commits.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -37,6 +39,11 @@ class Writer:
         self._queued = 0  # jobs handed to the thread and not yet run
         self._running = threading.Lock()  # held by whichever thread runs a batch
         self._runner: int | None = None  # that thread's ident
+        # Whether the writer thread's last batch was a lone job: callers run their own jobs only
+        # then. After a shared batch its callers are all about to call again; had the first of
+        # them run alone, the rest would queue behind it and every other commit (fsync) would
+        # carry a single call.
+        self._alone = True
         self._thread = threading.Thread(target=self._loop, name=f"stdbmod-writer-{name}", daemon=True)
         self._thread.start()
 
@@ -66,7 +73,7 @@ class Writer:
             if self._closed:
                 raise DatabaseClosed("the database is closed")
             # Only when nothing is queued: a job queued earlier by this thread must run first.
-            if self._queued or not self._running.acquire(blocking=False):
+            if self._queued or not self._alone or not self._running.acquire(blocking=False):
                 self._queued += 1
                 self._queue.put((job, fut))
                 return fut
@@ -93,6 +100,10 @@ class Writer:
             item = self._queue.get()
             if item is _STOP:
                 break
+            if not self._alone:
+                # The callers of the last shared batch are waking up to call again: let them run
+                # (a GIL hand-over, not a timed wait) so their calls share this commit.
+                time.sleep(0)
             with self._running:  # what queues up while a caller runs its own job joins this batch
                 batch = [item]
                 stop = False
@@ -109,6 +120,7 @@ class Writer:
                     self._runner = None
             with self._lock:
                 self._queued -= len(batch)
+                self._alone = len(batch) == 1
             if stop:
                 break
         with self._running:  # a batch some caller runs itself finishes before close returns
