@@ -58,6 +58,9 @@ def test_logs_follow_prints_new_lines_and_stops_on_ctrl_c(tmp_path: Path) -> Non
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A shell runs background jobs (CI may be one) with SIGINT ignored, and children inherit
+        # that; a person's terminal delivers Ctrl-C, so give the follower the default disposition.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
