@@ -13,7 +13,10 @@ from typing import Any
 
 import msgspec
 
-from .types import ConnectionId, Identity, TimeDuration, Timestamp
+from .types import ConnectionId, Identity, TimeDuration, Timestamp, trusted_bytes, trusted_micros
+
+_I64_MIN = -(1 << 63)
+_I64_MAX = (1 << 63) - 1
 
 _WRAPPED = {
     Identity: "__identity__",
@@ -24,6 +27,11 @@ _WRAPPED = {
 
 
 def _enc_msgpack(obj: Any) -> Any:
+    kind = type(obj)  # exact types first: every time field of every row written comes here
+    if kind is Timestamp:
+        return obj.micros
+    if kind is Identity:
+        return obj.to_bytes()
     if isinstance(obj, (Identity, ConnectionId)):
         return obj.to_bytes()
     if isinstance(obj, (Timestamp, TimeDuration)):
@@ -42,6 +50,13 @@ def _enc_json(obj: Any) -> Any:
 def dec_hook(typ: type, obj: Any) -> Any:
     """Build a special type from its encoded form; raise ValueError/TypeError on a bad one (msgspec
     turns those into a ValidationError naming the path)."""
+    # The stored forms, on every row decode: skip the checks below (and the constructors' own).
+    kind = type(obj)
+    if kind is int:
+        if (typ is Timestamp or typ is TimeDuration) and _I64_MIN <= obj <= _I64_MAX:
+            return trusted_micros(typ, obj)
+    elif kind is bytes and (typ is Identity or typ is ConnectionId) and len(obj) == typ.WIDTH:
+        return trusted_bytes(typ, obj)
     if typ not in _WRAPPED:
         raise NotImplementedError(f"cannot decode {typ.__name__}")
     if isinstance(obj, typ):

@@ -9,6 +9,7 @@ compare; a column has one type, so that never matters to a query.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import struct
 from typing import Any
@@ -39,10 +40,13 @@ def _escape(raw: bytes) -> bytes:
     return raw.replace(b"\x00", b"\x00\xff") + b"\x00\x00"
 
 
+_INT_TAG = bytes((_INT,))
+
+
 def _int(value: int) -> bytes:
     if not _INT_MIN <= value <= _INT_MAX:
         raise ValueError(f"integer {value} is outside the indexable range [-2**63, 2**64)")
-    return bytes((_INT,)) + (value + _INT_OFFSET).to_bytes(_INT_WIDTH, "big")
+    return _INT_TAG + (value + _INT_OFFSET).to_bytes(_INT_WIDTH, "big")
 
 
 def _float(value: float) -> bytes:
@@ -51,8 +55,7 @@ def _float(value: float) -> bytes:
     return bytes((_FLOAT,)) + bits.to_bytes(8, "big")
 
 
-def encode_value(value: Any) -> bytes:
-    """Encode one column value."""
+def _encode_slow(value: Any) -> bytes:
     if value is None:
         return _NONE
     if value is True:
@@ -78,9 +81,78 @@ def encode_value(value: Any) -> bytes:
     raise SchemaError(f"values of type {type(value).__name__} cannot be used in a key")
 
 
+_STR_TAG = bytes((_STR,))
+_IDENTITY_TAG = bytes((_IDENTITY,))
+_CONNECTION_TAG = bytes((_CONNECTION,))
+_BYTES_TAG = bytes((_BYTES,))
+
+def _str(v: str) -> bytes:
+    return _STR_TAG + _escape(v.encode("utf-8", "surrogatepass"))
+
+
+def _micros(v: Timestamp | TimeDuration) -> bytes:
+    # The classes keep micros inside the i64 range, so `_int`'s range check cannot fail here.
+    return _INT_TAG + (v.micros + _INT_OFFSET).to_bytes(_INT_WIDTH, "big")
+
+
+# The common exact types skip the isinstance chain (keys are built on every row write);
+# anything else (subclasses, enums before their first use) takes `_encode_slow`, which gives the
+# same bytes.
+_FAST: dict[type, Any] = {
+    int: _int,
+    str: _str,
+    bool: lambda v: _TRUE if v else _FALSE,
+    type(None): lambda v: _NONE,
+    Timestamp: _micros,
+    TimeDuration: _micros,
+    Identity: lambda v: _IDENTITY_TAG + v.to_bytes(),
+    ConnectionId: lambda v: _CONNECTION_TAG + v.to_bytes(),
+    bytes: lambda v: _BYTES_TAG + _escape(v),
+    float: _float,
+}
+
+
+def _enum_encoder(cls: type[enum.Enum]) -> Any:
+    """An enum's members have fixed values: encode each once, look it up after (members made on
+    the fly, as Flag combinations, still go the slow way)."""
+    table: dict[Any, bytes] = {}
+    for m in cls.__members__.values():
+        with contextlib.suppress(SchemaError, ValueError):  # unencodable: fails when used
+            table[m] = _encode_slow(m)
+
+    def encode(v: Any) -> bytes:
+        key = table.get(v)
+        return key if key is not None else _encode_slow(v)
+
+    return encode
+
+
+def _fast_of(typ: type) -> Any:
+    """The fast encoder of `typ`, made (and kept) for an enum type on its first use."""
+    fast = _FAST.get(typ)
+    if fast is None and issubclass(typ, enum.Enum):
+        fast = _FAST[typ] = _enum_encoder(typ)
+    return fast
+
+
+# For callers encoding many values in a loop: `FAST_ENCODERS.get(type(v))`, and `encode_value`
+# on a miss, saves a call per value.
+FAST_ENCODERS = _FAST
+
+
+def encode_value(value: Any) -> bytes:
+    """Encode one column value."""
+    fast = _FAST.get(type(value)) or _fast_of(type(value))
+    if fast is not None:
+        return fast(value)  # type: ignore[no-any-return]
+    return _encode_slow(value)
+
+
 def encode_key(values: tuple[Any, ...]) -> bytes:
     """Encode a tuple of column values (a multi-column key, or a prefix of one)."""
-    return b"".join(encode_value(v) for v in values)
+    if len(values) == 1:
+        return encode_value(values[0])
+    return b"".join([encode_value(v) for v in values])
 
 
 def prefix_end(prefix: bytes) -> bytes | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import inspect
+import operator
 import re
 import types as pytypes
 import typing
@@ -19,7 +20,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from . import codec
+from . import codec, keys
 from .errors import SchemaError
 from .types import ConnectionId, Identity, TimeDuration, Timestamp
 
@@ -47,7 +48,7 @@ _KEYABLE = (int, str, bytes, bool, float, Identity, ConnectionId, Timestamp, Tim
 
 ReducerKind = Literal["reducer", "init", "client_connected", "client_disconnected", "scheduled"]
 LIFECYCLE: tuple[ReducerKind, ...] = ("init", "client_connected", "client_disconnected")
-TABLE_METHODS = frozenset({"insert", "try_insert", "iter", "count", "delete", "update", "clear"})
+TABLE_METHODS = frozenset({"insert", "try_insert", "iter", "count", "delete", "update", "clear", "definition"})
 
 
 def snake_case(name: str) -> str:
@@ -99,6 +100,15 @@ class IndexDef:
     columns: tuple[str, ...]
     unique: bool
     positions: tuple[int, ...] = ()
+    # set with `positions`: the indexed values of a row tuple (a value for one column, else a
+    # tuple), and the key encoder for that shape; write_row runs these for every index
+    values: Any = field(default=None, init=False, repr=False, compare=False)
+    encode: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def locate(self, positions: tuple[int, ...]) -> None:
+        self.positions = positions
+        self.values = operator.itemgetter(*positions)
+        self.encode = keys.encode_value if len(positions) == 1 else keys.encode_key
 
 
 @dataclass
@@ -118,8 +128,15 @@ class TableDef:
         by_name = {c.name: c.position for c in self.columns}
         self.columns_by_name = by_name
         for ix in self.indexes.values():
-            ix.positions = tuple(by_name[c] for c in ix.columns)
+            ix.locate(tuple(by_name[c] for c in ix.columns))
+        self.unique_indexes = [ix for ix in self.indexes.values() if ix.unique]
+        self.indexed_positions = tuple(sorted({p for ix in self.indexes.values() for p in ix.positions}))
         self.pk_position = by_name[self.primary_key] if self.primary_key else -1
+        # the primary key seen as a unique index, for `ctx.db.<table>.<pk>` accessors
+        self.pk_index: IndexDef | None = None
+        if self.primary_key:
+            self.pk_index = IndexDef(self.primary_key, (self.primary_key,), True)
+            self.pk_index.locate((self.pk_position,))
 
     def describe(self) -> dict[str, Any]:
         """The stored form of the schema; comparing two tells whether data can be reused."""
@@ -248,17 +265,18 @@ def build_reducer(
     params = list(sig.parameters.values())
     if not params:
         raise SchemaError(f"reducer {rname} must take the context as its first parameter")
-    try:
-        hints = typing.get_type_hints(func, localns=localns)
-    except NameError as e:
-        raise SchemaError(f"reducer {rname}: cannot resolve a parameter type ({e})") from None
+    globalns = getattr(func, "__globals__", {})
     out: list[tuple[str, Any, Any]] = []
-    for p in params[1:]:
+    for p in params[1:]:  # the context's annotation is never needed, so never evaluated
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             raise SchemaError(f"reducer {rname}: parameter {p.name} must be positional")
-        if p.name not in hints:
+        if p.annotation is inspect.Parameter.empty:
             raise SchemaError(f"reducer {rname}: parameter {p.name} needs a type annotation")
-        out.append((p.name, hints[p.name], p.default))
+        try:
+            hint = eval(p.annotation, globalns, localns or {}) if isinstance(p.annotation, str) else p.annotation
+        except NameError as e:
+            raise SchemaError(f"reducer {rname}: cannot resolve the type of {p.name} ({e})") from None
+        out.append((p.name, hint, p.default))
     if kind in LIFECYCLE and out:
         raise SchemaError(f"lifecycle reducer {rname} takes only the context")
     return ReducerDef(rname, func, kind, out)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
 import blake3
 import msgspec
@@ -146,6 +146,28 @@ class _Micros:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.micros,))
+
+
+_MicrosT = TypeVar("_MicrosT", bound=_Micros)
+_BytesT = TypeVar("_BytesT", bound=_Bytes)
+_new = object.__new__
+_set_micros = _Micros.__dict__["micros"].__set__  # the slot descriptor
+_set_bytes = _Bytes.__dict__["_b"].__set__
+
+
+def trusted_micros(cls: type[_MicrosT], micros: int) -> _MicrosT:
+    """`cls(micros)` without the checks, for the row decoder (an int it has range-checked):
+    it runs for every time field of every row read."""
+    value = _new(cls)
+    _set_micros(value, micros)
+    return value
+
+
+def trusted_bytes(cls: type[_BytesT], raw: bytes) -> _BytesT:
+    """`cls(raw)` without the checks, for the row decoder (bytes of the right width)."""
+    value = _new(cls)
+    _set_bytes(value, raw)
+    return value
 
 
 class TimeDuration(_Micros):

@@ -10,15 +10,15 @@ import click
 import msgspec
 
 from ..runtime import Database
-from ..scenarios.loader import (
+from ..local.modspec import (
     RETRY_SPEC,
     LoadedModule,
     ModuleSpecError,
     canonical_spec,
     load_module,
 )
-from . import identity
-from .datadir import (
+from ..local import identity
+from ..local.datadir import (
     DataDirConfig,
     open_database,
     read_config,
@@ -44,7 +44,7 @@ def _load_for_publish(spec: str | None) -> tuple[str, LoadedModule]:
         raise CommandError("the built-in task-retry module (stdbmod.retry) is not available; name a MODULE") from None
 
 
-@click.command()
+@click.command(short_help="Create a database at DIR with MODULE; you become its owner.")
 @data_option
 @click.option("--name", default=None, help="The database's name (default: the module's name).")
 @click.argument("module", required=False, metavar="[MODULE]")
@@ -95,7 +95,7 @@ def _render_result(result: Any, as_json: bool) -> None:
         print_json(result)
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+@click.command(short_help="Call a reducer with JSON arguments.", context_settings={"ignore_unknown_options": True})
 @data_option
 @module_option
 @click.argument("reducer")
@@ -123,7 +123,7 @@ def call(data: str, module: str | None, reducer: str, args: tuple[str, ...], as_
         console(stderr=True).print(f"ran {fired} due scheduled reducer call(s)")
 
 
-@click.command()
+@click.command(short_help="Run the scheduled reducers that are due now.")
 @data_option
 @module_option
 @json_option

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from . import identity
+from ..local import identity
 from .options import CommandError, json_option
 from .render import console, print_json, record_table
 
@@ -27,7 +27,7 @@ def _print(ident: identity.LocalIdentity, as_json: bool, token: str | None = Non
     )
 
 
-@click.group(name="identity")
+@click.group(name="identity", short_help="Make or print the CLI's identity and token.")
 def identity_group() -> None:
     """Make or print the CLI's identity and token.
 

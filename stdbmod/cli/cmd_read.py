@@ -12,13 +12,12 @@ import msgspec
 from .. import codec
 from ..runtime import CommitRecord, Database, LogLine
 from ..types import ConnectionId, Identity, Timestamp
-from .datadir import open_database
+from ..local.datadir import open_database
 from .options import as_option, caller, data_option, json_option, module_option
 from .render import console, print_json, table
-from .sql import run_sql
 
 
-@click.command()
+@click.command(short_help="Query tables with a SELECT.")
 @data_option
 @module_option
 @click.argument("query")
@@ -28,6 +27,8 @@ def sql(data: str, module: str | None, query: str, as_: str | None, as_json: boo
     """Run a SELECT: WHERE on columns with AND/OR/NOT and comparisons, ORDER BY, LIMIT, COUNT(*).
 
     Private tables answer only the database owner (see --as)."""
+    from .sql import run_sql  # sqlglot is slow to import; only this command needs it
+
     who = caller(as_)
     with open_database(data, module) as (db, _):
         result = run_sql(db, query, who)
@@ -53,7 +54,7 @@ def _emit(lines: list[LogLine], as_json: bool) -> None:
     sys.stdout.flush()
 
 
-@click.command()
+@click.command(short_help="The database log (errors, tracebacks, module logs).")
 @data_option
 @module_option
 @click.option("-n", "--num-lines", "num", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
@@ -123,7 +124,7 @@ def _changes_text(rec: CommitRecord) -> str:
     return ", ".join(f"{c.table} +{len(c.inserts)} -{len(c.deletes)}" for c in rec.changes) or "(none)"
 
 
-@click.command()
+@click.command(short_help="The commit log: one record per committed transaction.")
 @data_option
 @module_option
 @click.option("--from", "start", type=click.IntRange(min=0), default=0, show_default=True, help="The first offset to show.")

@@ -26,7 +26,7 @@ def _print_report(report: Report, quiet: bool) -> None:
         click.echo(line)
 
 
-@click.command()
+@click.command(short_help="Run scenario files and check their expectations.")
 @click.argument("scenarios", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=str), metavar="SCENARIO...")
 @click.option("-q", "--quiet", is_flag=True, help="Only a line per scenario, plus the steps of failed ones.")
 @json_option

@@ -13,7 +13,7 @@ import click
 
 from ..runtime import Database
 from ..types import Identity
-from .datadir import open_database
+from ..local.datadir import open_database
 from .options import (
     CommandError,
     as_option,
@@ -74,7 +74,7 @@ def _page(page: Any, as_json: bool, title: str) -> None:
     c.print(f"page {page.page} of {pages} ({page.total} task{'s' if page.total != 1 else ''})")
 
 
-@click.group()
+@click.group(short_help="The task-retry module for admins.")
 def tasks() -> None:
     """The task-retry module for admins: list, show, dead-letter tier, requeue, delete, history."""
 
@@ -112,7 +112,7 @@ def show(data: str, module: str | None, as_: str | None, as_json: bool, task_id:
 @click.option("--page", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--per-page", type=click.IntRange(min=1, max=1000), default=50, show_default=True)
 def dlq(data: str, module: str | None, as_: str | None, as_json: bool, queue: str | None, page: int, per_page: int) -> None:
-    """The dead-letter tier: tasks that exhausted their attempts, gave up or were cancelled."""
+    """The dead-letter tier: dead tasks (exhausted, gave up or cancelled)."""
     with _db(data, module, as_) as (db, who, q):
         result = q.dead_letter(db, who, queue=queue, page=page, per_page=per_page)
     _page(result, as_json, "dead-letter tier")
@@ -136,7 +136,7 @@ def requeue(data: str, module: str | None, as_: str | None, as_json: bool, task_
 @common
 @click.argument("task_id", type=int)
 def delete(data: str, module: str | None, as_: str | None, as_json: bool, task_id: int) -> None:
-    """Delete a task."""
+    """Delete a dead task (cancel a queued one first)."""
     with _db(data, module, as_) as (db, who, _):
         db.call("delete_task", task_id, sender=who)
     if as_json:

@@ -36,7 +36,7 @@ def _serve_command() -> click.Command:
         command: click.Command = serve_command
         return command
 
-    @click.command(name="serve", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+    @click.command(name="serve", short_help="Serve a database over HTTP (not installed).", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
     def serve() -> None:
         """Serve a database over HTTP (not available in this installation yet)."""
         raise CommandError("`stdbmod serve` is not available yet (the HTTP front end is not installed)")

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import click
 
 from ..types import Identity
-from . import identity
+from ..local import identity
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -20,7 +20,7 @@ import click
 from lmdb import verify as lmdb_verify
 
 from ..runtime import CommitRecord, Database, apply_changes, spaces
-from .datadir import module_for
+from ..local.datadir import module_for
 from .options import FailedError, data_option, json_option, module_option
 from .render import console, print_json, progress, record_table
 
@@ -73,7 +73,7 @@ def replay_check(db: Database, report: VerifyReport) -> None:
             scratch.close()
 
 
-@click.command()
+@click.command(short_help="Check the state against the commit log, and the LMDB file.")
 @data_option
 @module_option
 @json_option

@@ -4,15 +4,15 @@
 """
 
 from .app import create_app
-from .auth import Claims, InvalidToken, SigningKey, load_or_create_key
+from ..local.tokens import Claims, InvalidToken, SigningKey, load_or_create_key
 from .context import ServerContext
 from .errors import HttpError
-from .serve import load_module, serve
+from .serve import ServeError, serve
 
 __all__ = [
     "create_app",
     "serve",
-    "load_module",
+    "ServeError",
     "load_or_create_key",
     "SigningKey",
     "Claims",

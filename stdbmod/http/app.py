@@ -24,7 +24,7 @@ from starlette.routing import Route
 from ..errors import StdbError, StoragePanic
 from ..runtime import Database, Scheduler
 from . import errors, inputs, openapi, routes_jobs, routes_v1
-from .auth import SigningKey
+from ..local.tokens import SigningKey
 from .context import ServerContext
 from .render import json_response
 from .routing import Endpoint, build_routes

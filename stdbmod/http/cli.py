@@ -17,14 +17,16 @@ from .serve import serve
 @click.option("--port", default=3000, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
 @click.option(
     "--owner-token", envvar="STDBMOD_OWNER_TOKEN", default=None,
-    help="When publishing, the owner is this token's identity (default: a new identity, its token written to DATA/owner.token).",
+    help="When publishing, the owner is this token's identity (default: the CLI's identity; a token for it goes to DATA/owner.token).",
 )
 @click.option("--token-ttl", type=click.FloatRange(min=1), default=None, help="Seconds until tokens minted by POST /v1/identity expire (default: never).")
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["critical", "error", "warning", "info", "debug"]))
 @click.argument("module", required=False)
 def serve_command(data_dir: str, host: str, port: int, owner_token: str | None, token_ttl: float | None, log_level: str, module: str | None) -> None:
-    """Serve the database at DATA over HTTP, publishing MODULE (default: the built-in task-retry
-    module) first when DATA holds none. MODULE is path/to/file.py[:NAME] or package.module[:NAME]."""
+    """Serve the database at DATA over HTTP, publishing MODULE first when DATA holds none.
+
+    MODULE is path/to/file.py[:NAME] or package.module[:NAME]; the default is the module
+    DATA/stdbmod.json records, else the built-in task-retry module. See docs/http.md."""
     try:
         code = serve(data_dir, host, port, module, owner_token=owner_token, token_ttl=token_ttl, log_level=log_level)
     except StdbError as e:

@@ -18,7 +18,7 @@ from ..errors import StdbError
 from ..runtime import Database
 from ..types import ConnectionId, Identity
 from . import inputs
-from .auth import InvalidToken, SigningKey
+from ..local.tokens import InvalidToken, SigningKey
 from .errors import HttpError
 
 

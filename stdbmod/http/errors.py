@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import ConstraintViolation, ReducerFailed, SenderError, StdbError
-from .auth import InvalidToken
+from ..local.tokens import InvalidToken
 from .render import json_response
 
 log = logging.getLogger("stdbmod.http")

@@ -98,18 +98,22 @@ async def claim(ctx: ServerContext, request: Request) -> Response:
     return json_response(wire.Claim(claimed=False) if task is None else wire.Claim(claimed=True, job=render.job(task)))
 
 
-async def complete(ctx: ServerContext, request: Request) -> Response:
-    caller = ctx.caller(request)
-    job_id = _job_id(request)
-    b = await inputs.body(request, wire.CompleteBody, ctx.body_limit)
-    return json_response(render.job(await _write(ctx, "complete", job_id, b.result, sender=caller)))
+def _job_action(reducer: str, body_type: Any, *fields: str) -> Callable[[ServerContext, Request], Awaitable[Response]]:
+    """A route that calls `reducer(job_id, *body fields)` as the caller and answers the job."""
+
+    async def handle(ctx: ServerContext, request: Request) -> Response:
+        caller = ctx.caller(request)
+        job_id = _job_id(request)
+        b = await inputs.body(request, body_type, ctx.body_limit)
+        args = [getattr(b, f) for f in fields]
+        return json_response(render.job(await _write(ctx, reducer, job_id, *args, sender=caller)))
+
+    handle.__name__ = reducer
+    return handle
 
 
-async def fail(ctx: ServerContext, request: Request) -> Response:
-    caller = ctx.caller(request)
-    job_id = _job_id(request)
-    b = await inputs.body(request, wire.FailBody, ctx.body_limit)
-    return json_response(render.job(await _write(ctx, "fail", job_id, b.error, sender=caller)))
+complete = _job_action("complete", wire.CompleteBody, "result")
+fail = _job_action("fail", wire.FailBody, "error")
 
 
 async def dead_letter(ctx: ServerContext, request: Request) -> Response:
@@ -119,28 +123,14 @@ async def dead_letter(ctx: ServerContext, request: Request) -> Response:
     return json_response(render.page(page))
 
 
-async def requeue(ctx: ServerContext, request: Request) -> Response:
-    caller = ctx.caller(request)
-    job_id = _job_id(request)
-    await inputs.body(request, wire.NoBody, ctx.body_limit)
-    return json_response(render.job(await _write(ctx, "requeue", job_id, sender=caller)))
+requeue = _job_action("requeue", wire.NoBody)
 
 
 # --- beyond the seed ------------------------------------------------------------------------------
 
 
-async def heartbeat(ctx: ServerContext, request: Request) -> Response:
-    caller = ctx.caller(request)
-    job_id = _job_id(request)
-    b = await inputs.body(request, wire.HeartbeatBody, ctx.body_limit)
-    return json_response(render.job(await _write(ctx, "heartbeat", job_id, b.lease_seconds, sender=caller)))
-
-
-async def cancel(ctx: ServerContext, request: Request) -> Response:
-    caller = ctx.caller(request)
-    job_id = _job_id(request)
-    b = await inputs.body(request, wire.CancelBody, ctx.body_limit)
-    return json_response(render.job(await _write(ctx, "cancel", job_id, b.reason, sender=caller)))
+heartbeat = _job_action("heartbeat", wire.HeartbeatBody, "lease_seconds")
+cancel = _job_action("cancel", wire.CancelBody, "reason")
 
 
 async def delete_dead(ctx: ServerContext, request: Request) -> Response:

@@ -9,26 +9,27 @@ exit with status 70.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import logging
 import os
 import signal
 import sys
 import threading
 from pathlib import Path
-from types import FrameType, ModuleType
+from types import FrameType
 from typing import Any
 
 import uvicorn
 
+from ..local import identity
+from ..local.datadir import DataDirConfig, read_config, write_config
 from ..errors import DatabaseNotFound, StdbError, StoragePanic
 from ..module import Module
 from ..runtime import Database
+from ..local.modspec import RETRY_SPEC, ModuleSpecError, canonical_spec, load_module
 from ..types import Identity
 from . import inputs
 from .app import create_app
-from .auth import OWNER_TOKEN_FILE, SigningKey, load_or_create_key, write_secret_file
+from ..local.tokens import OWNER_TOKEN_FILE, SigningKey, load_or_create_key, write_secret_file
 
 log = logging.getLogger("stdbmod.http")
 
@@ -41,64 +42,32 @@ class ServeError(StdbError):
     status_code = 400
 
 
-# --- modules --------------------------------------------------------------------------------------
+# --- modules and owners ---------------------------------------------------------------------------
 
 
-def load_module(spec: str) -> Module:
-    """The `Module` named by `spec`: ``path/to/file.py[:attr]`` or ``package.module[:attr]``.
-    Without `attr`, the one `Module` (or object with a `.module` Module, like the task-retry
-    module's `RetryModule`) defined at the top level."""
-    where, _, attr = spec.partition(":") if not os.path.exists(spec) else (spec, "", "")
+def resolve_module(data_dir: Path, module_path: str | None) -> tuple[str, Module]:
+    """The module spec and module to serve: MODULE if given, else the one DIR/stdbmod.json
+    records (what `stdbmod publish` wrote), else the built-in task-retry module."""
+    if module_path:
+        spec = canonical_spec(module_path)
+    else:
+        try:
+            config = read_config(data_dir)
+        except ValueError as e:
+            raise ServeError(str(e)) from None
+        spec = config.module if config is not None else RETRY_SPEC
     try:
-        source = _import(where)
-    except StdbError:
-        raise
-    except Exception as e:
-        raise ServeError(f"cannot import {where}: {type(e).__name__}: {e}") from None
-    if attr:
-        found: Any = getattr(source, attr, None)
-        module = found.module if isinstance(getattr(found, "module", None), Module) else found
-        if not isinstance(module, Module):
-            raise ServeError(f"{where} has no Module named {attr}")
-        return module
-    direct = {n: v for n, v in vars(source).items() if isinstance(v, Module)}
-    if not direct:
-        direct = {n: v.module for n, v in vars(source).items() if isinstance(getattr(v, "module", None), Module)}
-    if len(direct) != 1:
-        names = ", ".join(sorted(direct)) or "none"
-        raise ServeError(f"{where} must define exactly one Module (found: {names}); name it as {where}:NAME")
-    return next(iter(direct.values()))
-
-
-def _import(where: str) -> ModuleType:
-    if where.endswith(".py") or os.sep in where:
-        path = Path(where)
-        if not path.is_file():
-            raise ServeError(f"no such module file: {where}")
-        name = f"stdbmod_user_{path.stem}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ServeError(f"cannot load {where}")
-        source = importlib.util.module_from_spec(spec)
-        sys.modules[name] = source
-        spec.loader.exec_module(source)
-        return source
-    return importlib.import_module(where)
-
-
-def default_module() -> Module:
-    """The built-in task-retry module (no handlers: every task waits for workers)."""
-    from ..retry import default_module as module
-
-    return module
-
-
-# --- publishing -----------------------------------------------------------------------------------
+        return spec, load_module(spec).module
+    except ModuleSpecError as e:
+        raise ServeError(str(e)) from None
+    except Exception as e:  # the module's own code failed while importing
+        raise ServeError(f"cannot load {spec}: {type(e).__name__}: {e}") from None
 
 
 def _owner(key: SigningKey, data_dir: Path, owner: Identity | None, owner_token: str | None) -> Identity:
     """Who owns a newly published database: `owner`, else the identity of `owner_token` (signed
-    with this server's key), else a fresh identity whose token goes to DATA_DIR/owner.token."""
+    with this server's key), else the CLI's identity (made if there is none yet, as `stdbmod
+    publish` does), whose server token then goes to DATA_DIR/owner.token (0600)."""
     if owner is not None:
         return owner
     if owner_token:
@@ -106,25 +75,38 @@ def _owner(key: SigningKey, data_dir: Path, owner: Identity | None, owner_token:
             return key.verify_token(owner_token).identity
         except StdbError as e:
             raise ServeError(f"--owner-token: {e}") from None
-    claims = key.claims()
-    token = key.issue_token(claims)
+    try:
+        me = identity.load_or_create()
+    except (identity.IdentityFileError, OSError) as e:
+        raise ServeError(str(e)) from None
+    token = key.issue_token(key.claims(me.subject, issuer=me.issuer))
     write_secret_file(data_dir / OWNER_TOKEN_FILE, token + "\n", replace=True)
-    print(f"stdbmod: owner identity {claims.identity}; its token (keep it secret) is in {data_dir / OWNER_TOKEN_FILE}:", file=sys.stderr)
-    print(token, file=sys.stderr)
-    return claims.identity
+    print(
+        f"stdbmod: the owner is the CLI's identity {me.identity}; a token for this server is in "
+        f"{data_dir / OWNER_TOKEN_FILE} (keep it secret; `stdbmod identity show --data {data_dir}` prints one too)",
+        file=sys.stderr,
+    )
+    return me.value
 
 
-def prepare(data_dir: Path, module: Module, key: SigningKey, *, owner: Identity | None = None, owner_token: str | None = None) -> None:
-    """Publish `module` at `data_dir` unless a database is there; check an existing one opens
-    with `module` (so a mismatch is one clear line, before the port is bound)."""
+def prepare(
+    data_dir: Path, spec: str, module: Module, key: SigningKey, *, owner: Identity | None = None, owner_token: str | None = None
+) -> None:
+    """Publish `module` at `data_dir` unless a database is there (recording its spec in
+    DIR/stdbmod.json for the CLI), and check that an existing one opens with `module`, so a
+    mismatch is one clear line before the port is bound."""
     try:
         Database.open(data_dir, module).close()
         return
     except DatabaseNotFound:
         pass
     who = _owner(key, data_dir, owner, owner_token)
-    Database.create(data_dir, module, owner=who).close()
-    print(f"stdbmod: published {module.name} at {data_dir}", file=sys.stderr)
+    db = Database.create(data_dir, module, owner=who)
+    try:
+        write_config(data_dir, DataDirConfig(module=spec, name=db.name))
+    finally:
+        db.close()
+    print(f"stdbmod: published {spec} as {db.name} at {data_dir}", file=sys.stderr)
 
 
 # --- serving --------------------------------------------------------------------------------------
@@ -141,18 +123,19 @@ def serve(
     token_ttl: float | None = None,
     body_limit: int = inputs.DEFAULT_BODY_LIMIT,
     log_level: str = "info",
-    module: Module | None = None,
 ) -> int:
-    """Serve the database at `data_dir` until SIGTERM/SIGINT; the process exit status."""
+    """Serve the database at `data_dir` on `host`:`port` until SIGTERM/SIGINT, publishing
+    `module_path` (see `resolve_module`) first when there is none, owned by `owner`, or the
+    identity of `owner_token`, or the CLI's identity. Returns the exit status: 0, or 70 after a
+    storage panic. Raises ServeError (and other StdbErrors) when it cannot start."""
     path = Path(data_dir)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ServeError(f"cannot use {path}: {e.strerror}") from None
     key = load_or_create_key(path)
-    if module is None:
-        module = load_module(module_path) if module_path else default_module()
-    prepare(path, module, key, owner=owner, owner_token=owner_token)
+    spec, module = resolve_module(path, module_path)
+    prepare(path, spec, module, key, owner=owner, owner_token=owner_token)
 
     panicked = threading.Event()
     server: uvicorn.Server | None = None

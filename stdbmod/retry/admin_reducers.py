@@ -11,22 +11,17 @@ import msgspec
 
 from ..module import Module
 from ..runtime import ReducerContext
-from ..types import Identity, Timestamp
+from ..types import Identity
 from . import transitions
-from .errors import InvalidArgument, InvalidTransition, TaskNotFound
+from .errors import InvalidArgument, InvalidTransition
 from .limits import MAX_HISTORY_CAP, MAX_LEASE_SECONDS, check_int
 from .roles import require_admin
+from .worker_reducers import find_task, task_creator
 from .tables import RetryAdmin, RetryWorker, Task, settings_of
 
 if TYPE_CHECKING:
     from .retry_module import RetryModule
 
-
-def _task(ctx: ReducerContext, task_id: int) -> Task:
-    task: Task | None = ctx.db.task.id.find(task_id)
-    if task is None:
-        raise TaskNotFound(task_id)
-    return task
 
 
 def _save_settings(ctx: ReducerContext, **changes: Any) -> None:
@@ -38,40 +33,25 @@ def _save_settings(ctx: ReducerContext, **changes: Any) -> None:
 
 
 def register(mod: Module, rm: RetryModule) -> None:
-    @mod.reducer
-    def submit(
-        ctx: ReducerContext,
-        job_type: str,
-        queue: str | None = None,
-        payload: Any = None,
-        max_attempts: int | None = None,
-        backoff_seconds: int | None = None,
-        run_after: Timestamp | None = None,
-        priority: int = 0,
-        idempotency_key: str | None = None,
-    ) -> Task:
-        """Add a task directly (admin). A job type with a handler gets its first attempt now."""
-        require_admin(ctx, "submit")
-        spec = transitions.task_spec(job_type, queue, payload, max_attempts, backoff_seconds, run_after, priority, idempotency_key)
-        return transitions.create_task(ctx, rm.handlers, spec)
+    mod.reducer(task_creator(rm, "submit", require_admin, "Add a task directly (admin). A job type with a handler gets its first attempt now."))
 
     @mod.reducer
     def requeue(ctx: ReducerContext, task_id: int) -> Task:
         """A dead task back to queued, due now, attempts reset."""
         require_admin(ctx, "requeue")
-        return transitions.requeue(ctx, rm.handlers, _task(ctx, task_id))
+        return transitions.requeue(ctx, rm.handlers, find_task(ctx, task_id))
 
     @mod.reducer
     def delete_task(ctx: ReducerContext, task_id: int) -> None:
         """Delete a dead task (its history rows stay)."""
         require_admin(ctx, "delete_task")
-        transitions.delete(ctx, _task(ctx, task_id))
+        transitions.delete(ctx, find_task(ctx, task_id))
 
     @mod.reducer
     def cancel(ctx: ReducerContext, task_id: int, reason: str | None = None) -> Task:
         """A queued task to dead/cancelled; `reason` goes to last_error."""
         require_admin(ctx, "cancel")
-        return transitions.cancel(ctx, _task(ctx, task_id), reason)
+        return transitions.cancel(ctx, find_task(ctx, task_id), reason)
 
     @mod.reducer
     def add_admin(ctx: ReducerContext, identity: Identity) -> None:

@@ -93,7 +93,7 @@ def create_retry_module(name: str = "retry") -> RetryModule:
 def enqueue_in(ctx: ReducerContext | HandlerContext, job_type: str, payload: Any = None, **options: Any) -> Task:
     """`RetryModule.enqueue_in` of the retry module included in the calling reducer's database."""
     rctx = ctx.reducer_context if isinstance(ctx, HandlerContext) else ctx
-    owner = _owners.get(id(rctx.db.task._t))  # the TableDef object is the instance's own
+    owner = _owners.get(id(rctx.db.task.definition))  # the TableDef object is the instance's own
     if owner is None:
         raise InvalidArgument("this database does not include a retry module")
     return owner.enqueue_in(ctx, job_type, payload, **options)

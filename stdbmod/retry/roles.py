@@ -21,7 +21,7 @@ def _has(db_or_view: Any, table: str, identity: Identity) -> bool:
         with db_or_view.read() as view:
             return _has(view.db, table, identity)
     tables = db_or_view if isinstance(db_or_view, DbView) else db_or_view.db
-    return getattr(tables, table).identity.find(identity) is not None
+    return getattr(tables, table).identity.contains(identity)  # type: ignore[no-any-return]
 
 
 def is_admin(db_or_view: Any, identity: Identity) -> bool:

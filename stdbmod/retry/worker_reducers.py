@@ -3,6 +3,7 @@ complete, fail. Seed 000's routes call these."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..module import Module
@@ -19,11 +20,40 @@ if TYPE_CHECKING:
     from .retry_module import RetryModule
 
 
-def held_task(ctx: ReducerContext, task_id: int, action: str) -> Task:
-    """The running task `task_id`, if the caller holds its lease."""
+def find_task(ctx: ReducerContext, task_id: int) -> Task:
     task: Task | None = ctx.db.task.id.find(task_id)
     if task is None:
         raise TaskNotFound(task_id)
+    return task
+
+
+def task_creator(rm: RetryModule, name: str, check: Callable[[ReducerContext, str], object], doc: str) -> Callable[..., Task]:
+    """The reducer that adds a task, as `name`, after `check`ing the caller: `enqueue` (workers)
+    and `submit` (admins) are the same function behind different role checks."""
+
+    def create(
+        ctx: ReducerContext,
+        job_type: str,
+        queue: str | None = None,
+        payload: Any = None,
+        max_attempts: int | None = None,
+        backoff_seconds: int | None = None,
+        run_after: Timestamp | None = None,
+        priority: int = 0,
+        idempotency_key: str | None = None,
+    ) -> Task:
+        check(ctx, name)
+        spec = transitions.task_spec(job_type, queue, payload, max_attempts, backoff_seconds, run_after, priority, idempotency_key)
+        return transitions.create_task(ctx, rm.handlers, spec)
+
+    create.__name__ = create.__qualname__ = name
+    create.__doc__ = doc
+    return create
+
+
+def held_task(ctx: ReducerContext, task_id: int, action: str) -> Task:
+    """The running task `task_id`, if the caller holds its lease."""
+    task = find_task(ctx, task_id)
     if task.status is not TaskStatus.RUNNING:
         raise InvalidTransition(f"{action}: task {task_id} is {task.status.value}, not running")
     if task.lease_holder != ctx.sender:
@@ -38,22 +68,7 @@ def lease_length(ctx: ReducerContext, lease_seconds: int | None) -> int:
 
 
 def register(mod: Module, rm: RetryModule) -> None:
-    @mod.reducer
-    def enqueue(
-        ctx: ReducerContext,
-        job_type: str,
-        queue: str | None = None,
-        payload: Any = None,
-        max_attempts: int | None = None,
-        backoff_seconds: int | None = None,
-        run_after: Timestamp | None = None,
-        priority: int = 0,
-        idempotency_key: str | None = None,
-    ) -> Task:
-        """Add a task (worker role or admin). The same idempotency key returns the first task."""
-        require_worker(ctx, "enqueue")
-        spec = transitions.task_spec(job_type, queue, payload, max_attempts, backoff_seconds, run_after, priority, idempotency_key)
-        return transitions.create_task(ctx, rm.handlers, spec)
+    mod.reducer(task_creator(rm, "enqueue", require_worker, "Add a task (worker role or admin). The same idempotency key returns the first task."))
 
     @mod.reducer
     def claim(ctx: ReducerContext, queue: str | None = None, worker_id: str | None = None, lease_seconds: int | None = None) -> Task | None:

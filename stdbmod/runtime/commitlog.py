@@ -45,9 +45,8 @@ _decoder = msgspec.msgpack.Decoder(LogRecord)
 
 
 def next_offset(txn: ReadTxn) -> int:
-    for key, _ in txn.scan(spaces.COMMIT_LOG, reverse=True):
-        return decode_u64(key) + 1
-    return 0
+    last = txn.last(spaces.COMMIT_LOG)
+    return 0 if last is None else decode_u64(last[0]) + 1
 
 
 def append(txn: WriteTxn, record: CommitRecord) -> None:

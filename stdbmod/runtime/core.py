@@ -9,7 +9,6 @@ batch run again (nobody has been answered yet). An LMDB panic fails the batch an
 from __future__ import annotations
 
 import logging
-import threading
 import traceback
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -41,7 +40,8 @@ class Core:
         self.on_panic: Callable[[StoragePanic], None] | None = None
         self.on_schedule_change: Callable[[], None] | None = None
         self.on_commit: Callable[[list[commitlog.CommitRecord]], None] | None = None
-        self._writer_thread: threading.Thread | None = None
+        self._running_here: Callable[[], bool] = lambda: False
+        self._writer_db: DbView | None = None  # see `context`
 
     # --- contexts ------------------------------------------------------------------------------
 
@@ -49,9 +49,15 @@ class Core:
         return DbView(view, self.module.tables)
 
     def context(self, tx: Transaction, job: Job) -> ReducerContext:
+        """Only on the writer side (one batch at a time): reducers share one rebound DbView."""
+        db = self._writer_db
+        if db is None:
+            db = self._writer_db = self.dbview(tx)
+        else:
+            db.rebind(tx)
         return ReducerContext(
             tx,
-            self.dbview(tx),
+            db,
             sender=job.sender,
             identity=self.identity,
             connection_id=job.connection_id,
@@ -98,6 +104,9 @@ class Core:
                 for _, fut in batch:
                     fut.set_exception(e)
                 return
+            except BaseException:  # KeyboardInterrupt in a caller running its own call
+                outer.abort()
+                raise
         for (_, fut), (ok, value) in zip(batch, outcomes):
             if ok:
                 fut.set_result(value)
@@ -158,8 +167,9 @@ class Core:
 
     # --- threads -------------------------------------------------------------------------------
 
-    def set_writer_thread(self, thread: threading.Thread) -> None:
-        self._writer_thread = thread
+    def set_writer(self, running_here: Callable[[], bool]) -> None:
+        self._running_here = running_here
 
     def on_writer_thread(self) -> bool:
-        return threading.current_thread() is self._writer_thread
+        """Whether the calling thread is running a batch (the writer's, or a caller's own)."""
+        return self._running_here()

@@ -84,10 +84,11 @@ class ReadView:
 
 
 def _encode_args(reducer: str, decoded: Any) -> bytes:
-    # JSON decodes integers of any size; MessagePack stores 64 bits at most.
+    # JSON decodes integers of any size; MessagePack stores 64 bits at most. A Python caller can
+    # pass any object where a reducer takes `Any`; one msgpack cannot store is the caller's error.
     try:
         return codec.msgpack_encoder.encode(decoded)
-    except (OverflowError, msgspec.EncodeError) as e:
+    except (OverflowError, msgspec.EncodeError, NotImplementedError, TypeError) as e:
         raise ArgumentError(f"{reducer}: {e}") from None
     except RecursionError:
         raise ArgumentError(f"{reducer}: the arguments are nested too deeply") from None
@@ -105,7 +106,7 @@ class Database:
         self.meta = meta
         self._core = Core(storage, module, clock, meta.identity)
         self._writer = Writer(self._core.run_batch, meta.name)
-        self._core.set_writer_thread(self._writer.thread)
+        self._core.set_writer(self._writer.running_here)
         self._closed = False
 
     # --- creating and opening ------------------------------------------------------------------
@@ -155,6 +156,8 @@ class Database:
         job = LifecycleJob(
             kind="init", reducer="init", sender=owner, hooks=module.lifecycle["init"] if run_init else [], before=write_meta
         )
+        # A replica (run_init=False) gets its log from the source: its own creation is not a record.
+        job.skip_record = not run_init
         try:
             db._wait(db._writer.submit(job))
         except BaseException:
@@ -250,13 +253,16 @@ class Database:
         """Call a reducer as `sender` and wait for its durable commit. Returns what it returned.
 
         Raises SenderError (its message), ReducerFailed (generic), ArgumentError, NoSuchReducer."""
-        return self._wait(self.submit(reducer, *args, sender=sender, connection_id=connection_id))
+        return self._wait(self._run(self._job(reducer, args, sender, connection_id)))
 
     def call_json(self, reducer: str, body: bytes, *, sender: Identity, connection_id: ConnectionId | None = None) -> Any:
         """Call with the arguments as a JSON array (the HTTP and CLI form)."""
-        return self._wait(self.submit_json(reducer, body, sender=sender, connection_id=connection_id))
+        return self._wait(self._run(self._json_job(reducer, body, sender, connection_id)))
 
     def submit_json(self, reducer: str, body: bytes, *, sender: Identity, connection_id: ConnectionId | None = None) -> Future[Any]:
+        return self._submit(self._json_job(reducer, body, sender, connection_id))
+
+    def _json_job(self, reducer: str, body: bytes, sender: Identity, connection_id: ConnectionId | None) -> CallJob:
         r = self.reducer(reducer)
         try:
             decoded = r.json_decoder.decode(body)
@@ -264,7 +270,7 @@ class Database:
             raise ArgumentError(f"{reducer}: {e}") from None
         except RecursionError:  # msgspec's answer to JSON nested deeper than it can decode
             raise ArgumentError(f"{reducer}: the arguments are nested too deeply") from None
-        return self._submit(self._job(reducer, (), sender, connection_id, decoded))
+        return self._job(reducer, (), sender, connection_id, decoded)
 
     async def call_async(self, reducer: str, *args: Any, sender: Identity, connection_id: ConnectionId | None = None) -> Any:
         return await asyncio.wrap_future(self.submit(reducer, *args, sender=sender, connection_id=connection_id))
@@ -296,9 +302,15 @@ class Database:
             pass
 
     def _submit(self, job: Job) -> Future[Any]:
-        if self._core.on_writer_thread():
+        if self._writer.running_here():
             raise CallError("a reducer cannot call db.call(); call the other reducer function directly")
         return self._writer.submit(job)
+
+    def _run(self, job: Job) -> Future[Any]:
+        """As `_submit`, for a caller that waits for the result: run here if the writer is idle."""
+        if self._writer.running_here():
+            raise CallError("a reducer cannot call db.call(); call the other reducer function directly")
+        return self._writer.run(job)
 
     @staticmethod
     def _wait(fut: Future[Any]) -> Any:

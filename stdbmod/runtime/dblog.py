@@ -33,7 +33,7 @@ class DbLog:
         self.cap = cap
 
     def append(self, txn: WriteTxn, timestamp: int, level: str, reducer: str, message: str) -> None:
-        last = next(iter(txn.scan(spaces.DB_LOG, reverse=True)), None)
+        last = txn.last(spaces.DB_LOG)
         offset = decode_u64(last[0]) + 1 if last else 0
         txn.put(spaces.DB_LOG, encode_u64(offset), _encoder.encode(LogLine(offset, timestamp, level, reducer, message)))
         excess = txn.count(spaces.DB_LOG) - self.cap

@@ -13,7 +13,7 @@ from ..keys import decode_u64, encode_u64
 from ..schema import ReducerDef
 from ..types import ConnectionId, Every, Identity, Timestamp
 from . import spaces
-from .commitlog import CommitRecord, RecordKind
+from .commitlog import CommitRecord, RecordKind, TableChange
 from .transaction import Transaction, due_of
 
 if TYPE_CHECKING:
@@ -130,11 +130,8 @@ def queue_key_for(row_key: bytes, at: Any, now: Timestamp) -> bytes:
 
 def record_of(job: Job, tx: Transaction, offset: int) -> CommitRecord | None:
     """The commit record of a finished job: its net row changes, or None if it changed nothing."""
-    from .commitlog import TableChange
-
     by_table: dict[str, tuple[list[bytes], list[bytes]]] = {}
-    for (table, pk_key), before in tx.changes.items():
-        after = tx.wtxn.get(spaces.rows(table), pk_key)
+    for (table, _), (before, after) in tx.changes.items():
         if before == after:
             continue
         deletes, inserts = by_table.setdefault(table, ([], []))

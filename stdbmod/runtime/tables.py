@@ -67,6 +67,11 @@ class TableHandle:
         self._t = table
         self._space = spaces.rows(table.name)
 
+    @property
+    def definition(self) -> TableDef:
+        """The table's declaration (name, columns, indexes)."""
+        return self._t
+
     def _decode(self, raw: bytes) -> Any:
         return self._t.decoder.decode(raw)
 
@@ -92,7 +97,7 @@ class TableHandle:
                 vals = _astuple(row)
             elif self._view.writable:
                 self._view.bump_sequence(t, pk)  # type: ignore[attr-defined]
-        pk_key = encode_key((pk,))
+        pk_key = encode_value(pk)
         if len(pk_key) > MAX_KEY_SIZE:
             raise KeyTooLarge(f"{t.name}.{t.primary_key}: the key is too long")
         new = msgpack_encoder.encode(row)
@@ -106,11 +111,9 @@ class TableHandle:
         return row
 
     def _check_unique(self, vals: tuple[Any, ...], old_vals: tuple[Any, ...] | None) -> None:
-        for ix in self._t.indexes.values():
-            if not ix.unique:
-                continue
-            key = encode_key(tuple(vals[p] for p in ix.positions))
-            if old_vals is not None and key == encode_key(tuple(old_vals[p] for p in ix.positions)):
+        for ix in self._t.unique_indexes:
+            key = ix.encode(ix.values(vals))
+            if old_vals is not None and key == ix.encode(ix.values(old_vals)):
                 continue
             if self._view.txn.get(spaces.index(self._t.name, ix.name), key) is not None:
                 raise UniqueConstraintViolation(self._t.name, ix.name, vals[ix.positions[0]])
@@ -133,7 +136,7 @@ class TableHandle:
     def delete(self, row: Any) -> bool:
         """Delete the row with `row`'s primary key; whether one was there."""
         self._check_type(row)
-        return self._delete_at(encode_key((_astuple(row)[self._t.pk_position],)))
+        return self._delete_at(encode_value(_astuple(row)[self._t.pk_position]))
 
     def iter(self) -> Iterator[Any]:
         for _, raw in self._view.txn.scan(self._space):
@@ -154,7 +157,8 @@ class TableHandle:
     def __getattr__(self, name: str) -> Any:
         t = self._t
         if name == t.primary_key:
-            acc: Any = UniqueColumn(self, IndexDef(name, (name,), True, (t.pk_position,)), primary=True)
+            assert t.pk_index is not None
+            acc: Any = UniqueColumn(self, t.pk_index, primary=True)
         elif name in t.indexes:
             ix = t.indexes[name]
             acc = UniqueColumn(self, ix) if ix.unique else BTreeIndex(self, ix)
@@ -202,7 +206,7 @@ class UniqueColumn(BTreeIndex):
     """The primary key or a unique column: find, update, delete by value."""
 
     def _pk_key_of(self, value: Any) -> bytes | None:
-        key = encode_key((value,))
+        key = encode_value(value)
         if self._primary:
             return key
         return self._h._view.txn.get(self._space, key)
@@ -211,6 +215,14 @@ class UniqueColumn(BTreeIndex):
         """The row with this value, or None."""
         pk_key = self._pk_key_of(value)
         return None if pk_key is None else self._h._row_at(pk_key)
+
+    def contains(self, value: Any) -> bool:
+        """Whether a row has this value: `find(value) is not None` without decoding the row (one
+        key lookup, for membership tables such as roles)."""
+        pk_key = self._pk_key_of(value)
+        if pk_key is None:
+            return False
+        return self._primary is False or self._h._view.get_row(self._h._t, pk_key) is not None
 
     def update(self, row: Any) -> Any:
         """Replace the row that has `row`'s value in this column; raises RowNotFound if none."""
@@ -221,7 +233,7 @@ class UniqueColumn(BTreeIndex):
         old = None if pk_key is None else h._view.get_row(h._t, pk_key)
         if pk_key is None or old is None:
             raise RowNotFound(f"{h._t.name}: no row with {self._ix.name} = {vals[self._ix.positions[0]]!r} to update")
-        new_pk_key = encode_key((vals[h._t.pk_position],))
+        new_pk_key = encode_value(vals[h._t.pk_position])
         if new_pk_key != pk_key:
             h._delete_at(pk_key)
             return h.insert(row)
@@ -239,6 +251,7 @@ class DbView:
     def __init__(self, view: TxView, tables: dict[str, TableDef]) -> None:
         self._view = view
         self._tables = tables
+        self._handles: list[TableHandle] = []
 
     def __getattr__(self, name: str) -> TableHandle:
         try:
@@ -247,7 +260,16 @@ class DbView:
             raise NoSuchTable(f"no table named {name!r}") from None
         handle = TableHandle(self._view, table)
         self.__dict__[name] = handle
+        self._handles.append(handle)
         return handle
+
+    def rebind(self, view: TxView) -> None:
+        """Point this view and the handles made so far at another transaction. The writer keeps
+        one DbView for all its calls (they run one at a time): building handles and accessors
+        afresh for every call cost more than many a reducer's own work."""
+        self._view = view
+        for handle in self._handles:
+            handle._view = view
 
     def table(self, name: str) -> TableHandle:
         return getattr(self, name)  # type: ignore[no-any-return]

@@ -11,13 +11,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import AutoIncOverflow, KeyTooLarge, StdbError
-from ..keys import MAX_KEY_SIZE, decode_u64, encode_key, encode_u64
+from ..keys import FAST_ENCODERS, MAX_KEY_SIZE, decode_u64, encode_u64, encode_value
 from ..schema import TableDef
 from ..storage import ReadTxn, WriteTxn
 from ..types import At, Every, Timestamp
 from . import spaces
 
 _SEQ_MAX = (1 << 63) - 1
+_fast = FAST_ENCODERS.get
 
 
 class ReadOnlyError(StdbError, PermissionError):
@@ -49,13 +50,14 @@ class TxView:
 
 
 class Transaction(TxView):
-    """The write side. `changes` maps (table, pk key) to the row bytes before the call."""
+    """The write side. `changes` maps (table, pk key) to the row's bytes (before the call, now),
+    so the commit record needs no reads."""
 
     writable = True
 
     def __init__(self, txn: WriteTxn, timestamp: Timestamp) -> None:
         super().__init__(txn, timestamp)
-        self.changes: dict[tuple[str, bytes], bytes | None] = {}
+        self.changes: dict[tuple[str, bytes], tuple[bytes | None, bytes | None]] = {}
         self.sequences: dict[str, int] = {}
         self.schedule_touched = False
 
@@ -68,12 +70,28 @@ class Transaction(TxView):
     def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Any, row_new: Any) -> None:
         """Replace the row at `pk_key` (old -> new; None = absent) and keep every index in step."""
         txn = self.wtxn
-        self.changes.setdefault((table.name, pk_key), old)
+        change_key = (table.name, pk_key)
+        first = self.changes.get(change_key)
+        self.changes[change_key] = (old if first is None else first[0], new)
+        # Column encodings are shared between indexes (status is in three of the task's), so
+        # each row's are made once, as an index first needs them.
+        enc_old: dict[int, bytes] = {}
+        enc_new: dict[int, bytes] = {}
+        changed: set[int] | None = None  # an update: the indexed columns whose values changed
+        if row_old is not None and row_new is not None:
+            changed = {p for p in table.indexed_positions if not _same(row_old[p], row_new[p])}
         for ix in table.indexes.values():
-            old_k = encode_key(tuple(row_old[p] for p in ix.positions)) if row_old is not None else None
-            new_k = encode_key(tuple(row_new[p] for p in ix.positions)) if row_new is not None else None
-            if old_k == new_k:
-                continue
+            if changed is not None:
+                if changed.isdisjoint(ix.positions):
+                    continue  # the common case of an update: no key to build
+                old_k = _key(row_old, ix.positions, enc_old)
+                new_k = _updated_key(row_new, ix.positions, enc_new, enc_old, changed)
+                if old_k == new_k:
+                    continue
+            elif row_old is not None:
+                old_k, new_k = _key(row_old, ix.positions, enc_old), None
+            else:
+                old_k, new_k = None, _key(row_new, ix.positions, enc_new)
             space = spaces.index(table.name, ix.name)
             if old_k is not None:
                 txn.delete(space, old_k if ix.unique else old_k + pk_key)
@@ -144,6 +162,40 @@ class Transaction(TxView):
         else:
             self._stack.pop()
             child.commit()
+
+
+def _key(row: tuple[Any, ...], positions: tuple[int, ...], encoded: dict[int, bytes]) -> bytes:
+    """The index key of `row` over `positions`, reusing and filling `encoded` (position -> bytes)."""
+    if len(positions) == 1:  # most indexes: no parts to join
+        p = positions[0]
+        part = encoded.get(p)
+        if part is None:
+            v = row[p]
+            fast = _fast(type(v))
+            part = encoded[p] = fast(v) if fast is not None else encode_value(v)
+        return part
+    parts = []
+    for p in positions:
+        part = encoded.get(p)
+        if part is None:
+            v = row[p]
+            fast = _fast(type(v))
+            part = encoded[p] = fast(v) if fast is not None else encode_value(v)
+        parts.append(part)
+    return b"".join(parts)
+
+
+def _updated_key(row: tuple[Any, ...], positions: tuple[int, ...], encoded: dict[int, bytes], old: dict[int, bytes], changed: set[int]) -> bytes:
+    """`_key` of an update's new row: a column it did not change has the old row's encoding
+    (`old` holds it: the old key is built first)."""
+    parts = [old[p] if p not in changed else _key(row, (p,), encoded) for p in positions]
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two column values surely have the same key: identical, or of one type and equal
+    (floats excluded: -0.0 == 0.0, keys differ)."""
+    return a is b or (type(a) is type(b) and type(a) is not float and a == b)
 
 
 def due_of(at: At | Every, now: Timestamp) -> int:

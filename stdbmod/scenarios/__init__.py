@@ -6,7 +6,7 @@
 """
 
 from .format import Scenario, ScenarioFormatError, decode, load
-from .loader import LoadedModule, ModuleSpecError, load_module
+from ..local.modspec import LoadedModule, ModuleSpecError, load_module
 from .runner import Report, StepResult, identity_of, run
 
 __all__ = [

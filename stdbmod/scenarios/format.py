@@ -130,6 +130,7 @@ class ExpectHistory(Step, tag="expect_history"):
     entries: list[dict[str, Any]] = []
     match: Literal["exact", "prefix"] = "exact"
     count: int | None = None
+    as_: str = msgspec.field(default="owner", name="as")  # an admin: the read checks it
 
 
 AnyStep = Call | Advance | RunDue | Script | ExpectRows | ExpectCount | ExpectTask | ExpectHistory
@@ -183,7 +184,7 @@ def _check(s: Scenario) -> list[str]:
         problems.append("identities are named twice")
     known = {"owner", *s.identities}
     for i, step in enumerate(s.steps, 1):
-        if isinstance(step, Call) and step.as_ not in known:
+        if isinstance(step, (Call, ExpectHistory)) and step.as_ not in known:
             problems.append(f"step {i}: `as = {step.as_!r}` is not one of the identities {sorted(known)}")
         if isinstance(step, Advance) and step.seconds < 0:
             problems.append(f"step {i}: the clock does not go backwards")

@@ -16,7 +16,7 @@ from ..errors import StdbError
 from ..runtime import Database, ManualClock
 from ..types import Identity, Timestamp
 from . import format as f
-from .loader import LoadedModule, load_module
+from ..local.modspec import LoadedModule, load_module
 from .scripting import HandlerScript
 from .values import Resolver, column_types, field_mismatches, project, same
 
@@ -252,7 +252,7 @@ class _Run:
     def do_expecthistory(self, step: f.ExpectHistory) -> str:
         from ..retry import queries
 
-        entries = queries.history(self.db, self.ids["owner"], limit=1_000_000)
+        entries = queries.history(self.db, self.ids[step.as_], limit=1_000_000)
         cols = sorted({k for e in step.entries for k in e})
         found = "[" + ", ".join(project(e, cols, self.resolve) for e in entries[: max(len(step.entries), 1) + 2]) + (", ..." if len(entries) > len(step.entries) + 3 else "") + "]"
         if step.count is not None and len(entries) != step.count:

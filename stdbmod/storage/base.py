@@ -30,6 +30,10 @@ class ReadTxn(ABC):
     def count(self, space: str) -> int:
         """How many keys the space holds."""
 
+    def last(self, space: str) -> tuple[bytes, bytes] | None:
+        """The (key, value) with the greatest key, or None if the space is empty."""
+        return next(iter(self.scan(space, reverse=True)), None)
+
     @abstractmethod
     def close(self) -> None:
         """End the transaction (a write transaction that was not committed is aborted)."""

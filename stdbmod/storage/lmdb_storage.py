@@ -21,19 +21,25 @@ DEFAULT_MAP_SIZE = 64 << 20
 MAX_SPACES = 4096
 
 
+def _translate(e: lmdb.Error) -> Exception:
+    """py-lmdb's errors in stdbmod's tree; MapFull becomes the retryable StorageFull."""
+    if isinstance(e, lmdb.MapFullError):
+        return StorageFull(str(e))
+    if isinstance(e, lmdb.PanicError):
+        return StoragePanic(f"LMDB panic: {e}; the database must be reopened")
+    if isinstance(e, lmdb.BadValsizeError):
+        return KeyTooLarge("a key is longer than LMDB's 511-byte limit")
+    return StorageError(f"LMDB: {e}")
+
+
 @contextlib.contextmanager
 def _translated() -> Iterator[None]:
-    """Turn py-lmdb's errors into stdbmod's tree; MapFull becomes the retryable StorageFull."""
+    """`_translate` for the cold paths; the hot ones (get, put, delete, commit) inline the
+    try/except, because a generator-based context manager costs more than the LMDB call."""
     try:
         yield
-    except lmdb.MapFullError as e:
-        raise StorageFull(str(e)) from e
-    except lmdb.PanicError as e:
-        raise StoragePanic(f"LMDB panic: {e}; the database must be reopened") from e
-    except lmdb.BadValsizeError as e:
-        raise KeyTooLarge("a key is longer than LMDB's 511-byte limit") from e
     except lmdb.Error as e:
-        raise StorageError(f"LMDB: {e}") from e
+        raise _translate(e) from e
 
 
 class _ReadGate:
@@ -91,21 +97,25 @@ class _LmdbRead(ReadTxn):
         return self._s._dbs.get(space)
 
     def get(self, space: str, key: bytes) -> bytes | None:
-        db = self._db(space)
+        db = self._s._dbs.get(space)
         if db is None:
             return None
-        with _translated():
+        try:
             value: bytes | None = self._txn.get(key, db=db)
-            return value
+        except lmdb.Error as e:
+            raise _translate(e) from e
+        return value
 
     def scan(
         self, space: str, start: bytes | None = None, stop: bytes | None = None, reverse: bool = False
     ) -> Iterator[tuple[bytes, bytes]]:
-        db = self._db(space)
+        db = self._s._dbs.get(space)
         if db is None:
             return
-        with _translated():
+        try:
             cur = self._txn.cursor(db=db)
+        except lmdb.Error as e:
+            raise _translate(e) from e
         try:
             if reverse:
                 yield from self._scan_reverse(cur, start, stop)
@@ -119,6 +129,16 @@ class _LmdbRead(ReadTxn):
                 yield key, value
         finally:
             cur.close()
+
+    def last(self, space: str) -> tuple[bytes, bytes] | None:
+        db = self._s._dbs.get(space)
+        if db is None:
+            return None
+        try:
+            with self._txn.cursor(db=db) as cur:
+                return cur.item() if cur.last() else None
+        except lmdb.Error as e:
+            raise _translate(e) from e
 
     @staticmethod
     def _scan_reverse(cur: Any, start: bytes | None, stop: bytes | None) -> Iterator[tuple[bytes, bytes]]:
@@ -136,11 +156,13 @@ class _LmdbRead(ReadTxn):
             ok = cur.prev()
 
     def count(self, space: str) -> int:
-        db = self._db(space)
+        db = self._s._dbs.get(space)
         if db is None:
             return 0
-        with _translated():
+        try:  # hot: the retry module counts its history on every finished attempt
             return int(self._txn.stat(db)["entries"])
+        except lmdb.Error as e:
+            raise _translate(e) from e
 
     def close(self) -> None:
         if self._txn is not None:
@@ -165,14 +187,22 @@ class _LmdbWrite(_LmdbRead, WriteTxn):
         return db
 
     def put(self, space: str, key: bytes, value: bytes) -> None:
-        db = self._wdb(space)
-        with _translated():
+        db = self._s._dbs.get(space)
+        if db is None:
+            db = self._wdb(space)
+        try:
             self._txn.put(key, value, db=db)
+        except lmdb.Error as e:
+            raise _translate(e) from e
 
     def delete(self, space: str, key: bytes) -> bool:
-        db = self._wdb(space)
-        with _translated():
+        db = self._s._dbs.get(space)
+        if db is None:
+            db = self._wdb(space)
+        try:
             return bool(self._txn.delete(key, db=db))
+        except lmdb.Error as e:
+            raise _translate(e) from e
 
     def put_many(self, space: str, items: Iterable[tuple[bytes, bytes]]) -> None:
         db = self._wdb(space)
@@ -184,20 +214,22 @@ class _LmdbWrite(_LmdbRead, WriteTxn):
                 cur.close()
 
     def child(self) -> WriteTxn:
-        with _translated():
+        try:
             return _LmdbWrite(self._s, self._s._env.begin(write=True, parent=self._txn))
+        except lmdb.Error as e:
+            raise _translate(e) from e
 
     def commit(self) -> None:
         txn, self._txn = self._txn, None
         try:
-            with _translated():
-                txn.commit()
-        except StorageError as e:
+            txn.commit()
+        except lmdb.Error as e:
+            err = _translate(e)
             # A failed write of the meta page leaves the environment in MDB_PANIC, yet the
             # commit itself reports a plain I/O error: only the next begin() would say so.
-            if not isinstance(e, StoragePanic) and self._s.panicked():
-                raise StoragePanic(f"LMDB panic after a failed commit ({e}); the database must be reopened") from e
-            raise
+            if isinstance(err, StorageError) and not isinstance(err, StoragePanic) and self._s.panicked():
+                raise StoragePanic(f"LMDB panic after a failed commit ({err}); the database must be reopened") from e
+            raise err from e
 
     def abort(self) -> None:
         txn, self._txn = self._txn, None
@@ -288,8 +320,10 @@ class LmdbStorage(Storage):
             self._env.set_mapsize(0)
 
     def begin_write(self) -> WriteTxn:
-        with _translated():
+        try:
             return _LmdbWrite(self, self._env.begin(write=True, buffers=False))
+        except lmdb.Error as e:
+            raise _translate(e) from e
 
     def panicked(self) -> bool:
         """Whether the environment is in MDB_PANIC (every transaction would fail)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stdbmod.cli import identity
+from stdbmod.local import identity
 from stdbmod.types import Identity
 
 from .conftest import Invoke, as_json
@@ -179,7 +179,8 @@ def test_a_damaged_identity_file_is_one_line(invoke: Invoke, home: Path) -> None
 
 
 def test_identity_show_for_a_server_signs_with_its_key(invoke: Invoke, bank_dir: str) -> None:
-    auth = pytest.importorskip("stdbmod.http.auth")
+    from stdbmod.local import tokens as auth
+
     me = as_json(invoke("identity", "show", "--json"))
     for_server = as_json(invoke("identity", "show", "--data", bank_dir, "--json"))
     assert for_server["identity"] == me["identity"] and for_server["token"] != me["token"]
@@ -187,13 +188,3 @@ def test_identity_show_for_a_server_signs_with_its_key(invoke: Invoke, bank_dir:
     assert key.verify_token(for_server["token"]).identity.to_hex() == me["identity"]
     with pytest.raises(auth.InvalidToken):
         key.verify_token(me["token"])  # the CLI's own key is not the server's
-
-
-def test_identity_show_for_a_server_without_http(invoke: Invoke, bank_dir: str) -> None:
-    try:
-        import stdbmod.http.auth  # noqa: F401
-    except ModuleNotFoundError:
-        r = invoke("identity", "show", "--data", bank_dir, code=2)
-        assert "the HTTP front end (stdbmod.http) is not installed" in r.stderr
-    else:
-        pytest.skip("the HTTP front end is installed")

@@ -28,9 +28,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def env() -> dict[str, str]:
+def env(home: Path | None = None) -> dict[str, str]:
+    """The environment of a child process: this worktree's stdbmod, and the CLI's identity in
+    `home` (STDBMOD_HOME) rather than the user's config directory."""
     e = dict(os.environ)
     e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
+    if home is not None:
+        e["STDBMOD_HOME"] = str(home)
     return e
 
 
@@ -77,14 +81,17 @@ class Server:
         return self.log.read_text()
 
 
-def start_server(data: Path, module: str | None = None, *args: str, wait: bool = True, port: int | None = None) -> Server:
+def start_server(data: Path, module: str | None = None, *args: str, wait: bool = True, port: int | None = None, home: Path | None = None) -> Server:
+    """`python -m stdbmod.http --data DATA` on a free port; the CLI's identity (the owner of what
+    it publishes) lives in `home`, by default next to DATA."""
     port = port or free_port()
+    home = home or data.parent / f"{data.name}-home"
     log = data.parent / f"{data.name}-server-{port}.log"
     cmd = [sys.executable, "-m", "stdbmod.http", "--data", str(data), "--port", str(port), "--log-level", "warning", *args]
     if module:
         cmd.append(module)
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env(), cwd=ROOT)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env(home), cwd=ROOT)
     server = Server(proc, data, port, log)
     if wait:
         try:

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from stdbmod.http.auth import AUDIENCE, LOCAL_ISSUER, SigningKey, load_or_create_key
+from stdbmod.local.tokens import AUDIENCE, LOCAL_ISSUER, SigningKey, load_or_create_key
 
 from .servers import Roles, Server, new_identity
 

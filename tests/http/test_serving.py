@@ -3,6 +3,7 @@ and exiting on a storage panic."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -14,27 +15,34 @@ from pathlib import Path
 import httpx
 import pytest
 
-from stdbmod.http.auth import load_or_create_key
+from stdbmod.local.tokens import load_or_create_key
 from stdbmod.retry import create_retry_module
 from stdbmod.runtime import Database
+from stdbmod.local.modspec import RETRY_SPEC
 
 from .servers import ROOT, Roles, bearer, env, free_port, new_identity, start_server, wait_ready
 
 
+def _run(module: str, *args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=60, env=env(home), cwd=ROOT)
+
+
 def _serve(*args: str) -> subprocess.CompletedProcess[str]:
     """`python -m stdbmod.http ...` expected to fail at startup."""
-    return subprocess.run([sys.executable, "-m", "stdbmod.http", *args], capture_output=True, text=True, timeout=60, env=env(), cwd=ROOT)
+    return _run("stdbmod.http", *args, home=Path(args[args.index("--data") + 1]).parent / "home" if "--data" in args else Path("/nonexistent"))
 
 
-def test_first_start_publishes_the_retry_module_owned_by_a_new_identity(data_dir: Path) -> None:
-    server = start_server(data_dir)
+def test_first_start_publishes_the_retry_module_owned_by_the_cli_identity(data_dir: Path) -> None:
+    server = start_server(data_dir, home=data_dir.parent / "home")
     try:
         token = server.owner_token()
         assert stat.S_IMODE((data_dir / "owner.token").stat().st_mode) == 0o600
         assert stat.S_IMODE((data_dir / "jwt.key").stat().st_mode) == 0o600
-        assert token in server.output()  # printed for the admin
+        assert "owner.token" in server.output() and token not in server.output()  # secrets stay out of logs
+        cli = json.loads((data_dir.parent / "home" / "identity.json").read_text())  # made as `stdbmod publish` would
         info = httpx.get(f"{server.base}/v1/database/retry", headers=bearer(token)).json()
-        assert info["name"] == "retry"
+        assert info["name"] == "retry" and info["owner_identity"] == cli["identity"]
+        assert json.loads((data_dir / "stdbmod.json").read_text())["module"] == RETRY_SPEC  # for the CLI
         assert httpx.get(f"{server.base}/v1/database/retry/logs", headers=bearer(token)).status_code == 200  # the owner
         assert httpx.get(f"{server.base}/api:job-retry/jobs", headers=bearer(token)).status_code == 200  # and the first admin
     finally:
@@ -118,7 +126,7 @@ def test_owner_token_option(data_dir: Path) -> None:
         server.stop()
 
 
-def test_other_module_from_a_file(tmp_path: Path) -> None:
+def test_other_module_from_a_file_is_remembered(tmp_path: Path) -> None:
     module = tmp_path / "mymod.py"
     module.write_text("from stdbmod.examples.bank import bank\n")
     server = start_server(tmp_path / "data", str(module))
@@ -127,15 +135,40 @@ def test_other_module_from_a_file(tmp_path: Path) -> None:
         r = httpx.post(f"{server.base}/v1/database/bank/call/open_account", json=[7], headers=bearer(token))
         assert r.status_code == 200
     finally:
-        server.stop()
+        assert server.stop() == 0
+    assert json.loads((tmp_path / "data" / "stdbmod.json").read_text())["module"] == str(module)
+    server = start_server(tmp_path / "data")  # no MODULE: the recorded one
+    try:
+        assert httpx.get(f"{server.base}/v1/database/bank/schema", headers=bearer(token)).status_code == 200
+    finally:
+        assert server.stop() == 0
+
+
+def test_serving_what_the_cli_published(tmp_path: Path) -> None:
+    data, home = tmp_path / "data", tmp_path / "home"
+    published = _run("stdbmod", "publish", "--data", str(data), "stdbmod.examples.bank", home=home)
+    assert published.returncode == 0, published.stderr
+    server = start_server(data, home=home)
+    try:
+        assert not (data / "owner.token").exists()  # nothing was published by the server
+        shown = _run("stdbmod", "identity", "show", "--data", str(data), "--json", home=home)
+        assert shown.returncode == 0, shown.stderr
+        token = json.loads(shown.stdout)["token"]
+        r = httpx.get(f"{server.base}/v1/database/bank/logs", headers=bearer(token))
+        assert r.status_code == 200  # the CLI's identity owns it, and the server takes its token
+        assert httpx.post(f"{server.base}/v1/database/bank/call/open_account", json=[3], headers=bearer(token)).status_code == 200
+    finally:
+        assert server.stop() == 0
+    called = _run("stdbmod", "call", "--data", str(data), "open_account", "1", home=home)
+    assert called.returncode == 1 and "already have an account" in called.stderr  # the CLI sees the server's write
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
         (["no.such.module"], "cannot import no.such.module"),
-        (["stdbmod.examples.bank:nope"], "has no Module named nope"),
-        (["stdbmod.types"], "must define exactly one Module"),
+        (["stdbmod.examples.bank:nope"], "has no attribute 'nope'"),
+        (["stdbmod.types"], "defines no stdbmod Module"),
         (["--owner-token", "garbage"], "--owner-token: invalid token"),
     ],
 )
@@ -171,7 +204,7 @@ def test_a_storage_panic_makes_the_server_exit_nonzero(tmp_path: Path) -> None:
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).with_name("panicky_serve.py")), str(trigger), "--data", str(data), "--port", str(port), "--log-level", "warning"],
-            stdout=out, stderr=subprocess.STDOUT, env=env(), cwd=ROOT,
+            stdout=out, stderr=subprocess.STDOUT, env=env(tmp_path / "home"), cwd=ROOT,
         )
     try:
         base = f"http://127.0.0.1:{port}"

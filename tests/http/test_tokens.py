@@ -11,7 +11,7 @@ from pathlib import Path
 import jwt
 import pytest
 
-from stdbmod.http.auth import (
+from stdbmod.local.tokens import (
     AUDIENCE,
     KEY_FILE,
     LOCAL_ISSUER,

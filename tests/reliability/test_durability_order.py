@@ -16,7 +16,7 @@ import lmdb
 import pytest
 
 from stdbmod import Database, ManualClock
-from stdbmod.http.auth import load_or_create_key
+from stdbmod.local.tokens import load_or_create_key
 from tests.http.servers import free_port, wait_ready
 
 from .faults import Fixture, eatmydata_problem, env, needs_strace, parse, run

@@ -25,7 +25,7 @@ import pytest
 from stdbmod import Database, ManualClock
 from stdbmod.codec import msgpack_encoder
 from stdbmod.http.app import create_app
-from stdbmod.http.auth import SigningKey
+from stdbmod.local.tokens import SigningKey
 from stdbmod.retry import create_retry_module
 from tests.http.servers import ThreadServer
 

@@ -4,7 +4,6 @@ later) and the rows stay due."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -13,55 +12,21 @@ import pytest
 from stdbmod import Database, ManualClock
 from stdbmod.errors import StorageError
 from stdbmod.examples.bank import bank
-from stdbmod.storage import LmdbStorage, Storage, WriteTxn
+from stdbmod.storage import LmdbStorage
+from tests.storage.faulty import FaultyStorage
 
 from .workloads import ALICE, OWNER
 
 
-class DiskFull(Storage):
-    """LMDB, except that every top-level commit fails while `full` is set."""
-
-    def __init__(self, inner: LmdbStorage) -> None:
-        self.inner = inner
-        self.full = False
-        self.failed_commits = 0
-
-    def ensure_spaces(self, names: Iterable[str]) -> None:
-        self.inner.ensure_spaces(names)
-
-    def begin_read(self) -> Any:
-        return self.inner.begin_read()
-
-    def begin_write(self) -> WriteTxn:
-        outer = self.inner.begin_write()
-        real_commit = outer.commit
-
-        def commit() -> None:
-            if self.full:
-                self.failed_commits += 1
-                outer.abort()
-                raise StorageError("LMDB: mdb_txn_commit: No space left on device")
-            real_commit()
-
-        outer.commit = commit  # type: ignore[method-assign]
-        return outer
-
-    def grow(self) -> None:
-        self.inner.grow()
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 @pytest.fixture
 def full_disk(tmp_path: Path) -> Any:
-    storage = DiskFull(LmdbStorage(str(tmp_path)))
+    storage = FaultyStorage(LmdbStorage(str(tmp_path)))
     clock = ManualClock()
     db = Database.create(storage, bank, owner=OWNER, clock=clock)
     db.call("open_account", 100, sender=ALICE)
     db.call("schedule_interest", 10, 60, True, sender=OWNER)
     clock.advance(61)
-    storage.full = True
+    storage.failing = StorageError("LMDB: mdb_txn_commit: No space left on device")
     yield db, storage
     db.close()
 
@@ -73,7 +38,7 @@ def test_run_due_stops_at_a_storage_failure_and_the_row_stays_due(full_disk: Any
     with pytest.raises(StorageError, match="No space"):
         db.run_due()
     assert storage.failed_commits == 1
-    storage.full = False  # space freed
+    storage.failing = None  # space freed
     assert db.run_due() == 1  # fired once, now
     with db.read() as v:
         assert [a.balance for a in v.db.account.iter()] == [110]

@@ -4,15 +4,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _retry_support import ADMIN, WORKER, WORKER2
 
 from stdbmod import Database, ManualClock
 from stdbmod.retry import RetryModule, create_retry_module
 
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
+from tests.retry.support import ADMIN, WORKER, WORKER2
 
 
 @pytest.fixture

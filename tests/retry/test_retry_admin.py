@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _retry_support import ADMIN, STRANGER, WORKER, WORKER2
 
 from stdbmod import Database, ManualClock, TimeDuration
 from stdbmod.retry import (
@@ -17,6 +16,8 @@ from stdbmod.retry import (
     TaskStatus,
     queries,
 )
+
+from tests.retry.support import ADMIN, STRANGER, WORKER, WORKER2
 
 ADMIN_CALLS: list[tuple[str, tuple[Any, ...]]] = [
     ("submit", ("job",)),

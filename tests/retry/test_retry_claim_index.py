@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from _retry_support import ADMIN, WORKER
 
 from stdbmod import Database, ManualClock, TimeDuration
 from stdbmod.retry import RetryModule
+
+from tests.retry.support import ADMIN, WORKER
 
 
 class CountingDecoder:

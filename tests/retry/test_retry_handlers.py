@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 import msgspec
 import pytest
-from _retry_support import ADMIN, WORKER
 
 from stdbmod import Database, ManualClock, Module, PrimaryKey, TimeDuration
 from stdbmod.retry import (
@@ -21,6 +20,8 @@ from stdbmod.retry import (
     create_retry_module,
     queries,
 )
+
+from tests.retry.support import ADMIN, WORKER
 
 
 class Note(msgspec.Struct):

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _retry_support import ADMIN, STRANGER, WORKER, replayed_hash
 
 from stdbmod import Database, ManualClock
 from stdbmod.retry import InvalidArgument, NotAuthorized, Outcome, TaskStatus, queries
+
+from tests.retry.support import ADMIN, STRANGER, WORKER, replayed_hash
 
 
 def _attempts(db: Database, n: int, job_type: str = "j") -> None:

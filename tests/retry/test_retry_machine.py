@@ -19,12 +19,13 @@ import msgspec
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from retry_model import CRASH, HANDLED, LEASE, S, Model, MTask, Refused
 
 from stdbmod import Database, Identity, ManualClock, Module, PrimaryKey, Range, ReducerContext, SenderError, TimeDuration
 from stdbmod.retry import GiveUp, HandlerContext, NotAuthorized, RetryableError, Task, TaskStatus, create_retry_module, queries
 from stdbmod.retry.claim import next_claimable
 from stdbmod.runtime import apply_changes
+
+from tests.retry.retry_model import CRASH, HANDLED, LEASE, S, Model, MTask, Refused
 
 # --- the module under test: the retry module inside an app that handlers write to -----------------
 
@@ -73,7 +74,7 @@ IDS = [Identity.from_claims("machine", name) for name in ("admin", "alice", "bob
 who_st = st.sampled_from([0, 0, 0, 1, 1, 2, 2, 3])  # mostly the admin and the workers (alice, bob)
 holder_st = st.sampled_from([None, None, None, 0, 1, 2, 3])  # None: the task's lease holder
 mostly = st.sampled_from([True, True, True, False])
-task_args = {
+task_args: dict[str, st.SearchStrategy[Any]] = {
     "job_type": st.sampled_from([HANDLED, "ext", "ext", "ext2"]),
     "queue": st.sampled_from(["default", "q2"]),
     "plan": st.lists(st.sampled_from(["ok", "retry", "crash", "give_up"]), max_size=4),
@@ -341,8 +342,8 @@ class RetryMachine(RuleBasedStateMachine):
 
 
 RetryMachine.TestCase.settings = settings(
-    max_examples=150,
-    stateful_step_count=40,
+    max_examples=700,
+    stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )

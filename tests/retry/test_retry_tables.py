@@ -7,10 +7,11 @@ from typing import Annotated
 
 import msgspec
 import pytest
-from _retry_support import ADMIN, STRANGER, WORKER
 
 from stdbmod import Database, ManualClock, Module, PrimaryKey, ReducerContext, SenderError
 from stdbmod.retry import RetryModule, Task, TaskStatus, create_retry_module, enqueue_in, queries
+
+from tests.retry.support import ADMIN, STRANGER, WORKER
 
 SEED_000_FIELDS = [
     "id", "created_at", "updated_at", "queue", "job_type", "payload", "status", "attempts", "max_attempts",
@@ -88,5 +89,18 @@ def test_included_module_runs_init_and_enqueues_transactionally(tmp_path: Path) 
         ]
         with db.read() as view:
             assert view.db.order.count() == 1  # the failed call left neither order nor tasks
+    finally:
+        db.close()
+
+
+def test_the_default_instance_has_no_handlers(tmp_path: Path) -> None:
+    from stdbmod.retry import default_module, default_retry
+
+    assert default_retry.module is default_module and default_retry.handlers == {}
+    db = Database.create(tmp_path / "default", default_module, owner=ADMIN, clock=ManualClock(), durable=False)
+    try:
+        t = db.call("submit", "anything", sender=ADMIN)
+        assert not t.in_module and db.next_due() is None  # waits for workers
+        assert db.call("claim", sender=ADMIN).id == t.id
     finally:
         db.close()

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from _retry_support import ADMIN, WORKER, WORKER2
 
 from stdbmod import Database, ManualClock, TimeDuration, Timestamp
 from stdbmod.retry import DeadReason, InvalidTransition, Outcome, StaleLease, TaskNotFound, TaskStatus, queries
+
+from tests.retry.support import ADMIN, WORKER, WORKER2
 
 
 def _later(clock: ManualClock, seconds: float) -> Timestamp:
@@ -105,7 +106,7 @@ def test_the_reaper_requeues_an_expired_lease_as_a_failed_attempt(db: Database, 
     assert db.run_due() == 1
     r = queries.get_task(db, ADMIN, t.id)
     assert (r.status, r.attempts, r.lease_holder, r.run_after) == (TaskStatus.QUEUED, 1, None, _later(clock, 10))
-    assert "lease expired" in r.last_error and "w1" in r.last_error
+    assert r.last_error is not None and "lease expired" in r.last_error and "w1" in r.last_error
     assert queries.history(db, ADMIN)[0].outcome is Outcome.LEASE_EXPIRED
     clock.advance(10)
     db.call("claim", None, "w2", 60, sender=WORKER2)

@@ -85,6 +85,10 @@ def test_re_executing_the_calls_reproduces_the_state(bank_db: Database, clock: M
     again = replica(tmp_path, bank_db, "again")
     reexecute(again, bank_db.commit_log())
     assert again.state_hash() == bank_db.state_hash()
+    # the replica's log is the source's, record for record
+    assert [(r.offset, r.kind, r.reducer, r.changes) for r in again.commit_log()] == [
+        (r.offset, r.kind, r.reducer, r.changes) for r in bank_db.commit_log()
+    ]
     again.close()
 
 

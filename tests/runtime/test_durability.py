@@ -2,58 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
-
 import pytest
 
 from stdbmod import Database, Identity, ManualClock
 from stdbmod.errors import StorageError, StoragePanic
 from stdbmod.examples.bank import bank
-from stdbmod.storage import LmdbStorage, Storage, WriteTxn
+from stdbmod.storage import LmdbStorage
+from tests.storage.faulty import FaultyStorage
 from tests.conftest import OWNER
 
 
-class Recording(Storage):
-    """Wraps a storage; records commits of top-level transactions, and can fail the next one."""
-
-    def __init__(self, inner: LmdbStorage) -> None:
-        self.inner = inner
-        self.events: list[str] = []
-        self.fail_next: Exception | None = None
-
-    def ensure_spaces(self, names: Iterable[str]) -> None:
-        self.inner.ensure_spaces(names)
-
-    def begin_read(self) -> Any:
-        return self.inner.begin_read()
-
-    def begin_write(self) -> WriteTxn:
-        outer = self.inner.begin_write()
-        me = self
-        real_commit = outer.commit
-
-        def commit() -> None:
-            if me.fail_next is not None:
-                e, me.fail_next = me.fail_next, None
-                outer.abort()
-                raise e
-            real_commit()
-            me.events.append("commit")
-
-        outer.commit = commit  # type: ignore[method-assign]
-        return outer
-
-    def grow(self) -> None:
-        self.inner.grow()
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 def test_a_call_is_answered_only_after_its_commit(tmp_path: Path) -> None:
-    storage = Recording(LmdbStorage(str(tmp_path)))
+    storage = FaultyStorage(LmdbStorage(str(tmp_path)))
     db = Database.create(storage, bank, owner=OWNER, clock=ManualClock())
     fut = db.submit("open_account", 5, sender=OWNER)
     fut.add_done_callback(lambda f: storage.events.append("answered"))
@@ -63,7 +24,7 @@ def test_a_call_is_answered_only_after_its_commit(tmp_path: Path) -> None:
 
 
 def test_a_failed_commit_is_never_a_success_and_changes_nothing(tmp_path: Path) -> None:
-    storage = Recording(LmdbStorage(str(tmp_path)))
+    storage = FaultyStorage(LmdbStorage(str(tmp_path)))
     db = Database.create(storage, bank, owner=OWNER, clock=ManualClock())
     before = db.state_hash()
     storage.fail_next = StorageError("LMDB: mdb_txn_commit: Input/output error")
@@ -76,7 +37,7 @@ def test_a_failed_commit_is_never_a_success_and_changes_nothing(tmp_path: Path) 
 
 
 def test_a_panic_fails_the_database_for_good(tmp_path: Path) -> None:
-    storage = Recording(LmdbStorage(str(tmp_path)))
+    storage = FaultyStorage(LmdbStorage(str(tmp_path)))
     db = Database.create(storage, bank, owner=OWNER, clock=ManualClock())
     panics: list[StoragePanic] = []
     db._core.on_panic = panics.append

@@ -228,3 +228,24 @@ def test_script_needs_a_retry_module() -> None:
     text = 'name = "x"\nmodule = "stdbmod.examples.bank"\nsteps = [{ do = "script", job_type = "j", outcomes = [] }]\n'
     report = run(decode(text.encode(), fmt="toml"))
     assert "has no task-retry handler registry to script" in (report.failure or "")
+
+
+def test_the_docs_example_passes() -> None:
+    import re
+
+    text = (SCENARIOS.parent / "docs" / "scenarios.md").read_text()
+    block = re.search(r"```toml\n(.*?)```", text, re.S)
+    assert block is not None
+    report = run(decode(block.group(1).encode(), fmt="toml", source="docs/scenarios.md"))
+    assert report.passed, report.failure
+
+
+def test_expect_history_reads_as_an_admin() -> None:
+    refused = _run('[[steps]]\ndo = "expect_history"\nas = "alice"\ncount = 1\n')
+    assert "history: only an admin may read this" in (refused.failure or "")
+    granted = _run(
+        '[[steps]]\ndo = "call"\nreducer = "add_admin"\nargs = ["$alice"]\n'
+        '[[steps]]\ndo = "call"\nas = "alice"\nreducer = "remove_admin"\nargs = ["$owner"]\n'
+        '[[steps]]\ndo = "expect_history"\nas = "alice"\ncount = 1\n'
+    )
+    assert granted.passed, granted.failure

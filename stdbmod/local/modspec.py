@@ -61,9 +61,9 @@ def _import(path: str) -> ModuleType:
         sys.modules[name] = mod
         try:
             spec.loader.exec_module(mod)
-        except BaseException:
+        except Exception as e:
             del sys.modules[name]
-            raise
+            raise ModuleSpecError(f"cannot import {path}: {type(e).__name__}: {e}") from e
         return mod
     # Like `python -m` and uvicorn: modules next to where the command runs are importable.
     if os.getcwd() not in sys.path and "" not in sys.path:
@@ -72,6 +72,8 @@ def _import(path: str) -> ModuleType:
         return importlib.import_module(path)
     except ModuleNotFoundError as e:
         raise ModuleSpecError(f"cannot import {path}: {e}") from None
+    except Exception as e:  # the module's own code failed: say so in one line
+        raise ModuleSpecError(f"cannot import {path}: {type(e).__name__}: {e}") from e
 
 
 def _module_of(obj: Any) -> Module | None:
@@ -142,7 +144,10 @@ def load_module(spec: str) -> LoadedModule:
     else:
         obj = _pick(pymod, spec)
     if callable(obj) and _module_of(obj) is None:
-        obj = obj()
+        try:
+            obj = obj()
+        except Exception as e:
+            raise ModuleSpecError(f"{spec}: calling {attr or 'the factory'} failed: {type(e).__name__}: {e}") from e
     module = _module_of(obj)
     if module is None:
         raise ModuleSpecError(f"{spec} is not a stdbmod Module (nor a RetryModule, nor a factory of one)")

@@ -16,7 +16,7 @@ import msgspec
 
 from ..errors import DatabaseNotFound
 from ..runtime import Database
-from ..scenarios.loader import LoadedModule, load_module
+from .modspec import LoadedModule, load_module
 
 CONFIG_NAME = "stdbmod.json"
 

@@ -23,8 +23,9 @@ import msgspec
 import platformdirs
 
 from ..types import Identity
+from .tokens import LOCAL_ISSUER, load_or_create_key
 
-ISSUER = "stdbmod"  # stdbmod.http.auth.LOCAL_ISSUER: servers accept it
+ISSUER = LOCAL_ISSUER  # the issuer servers accept
 AUDIENCE = "stdbmod"
 FILE_NAME = "identity.json"
 
@@ -114,12 +115,6 @@ def load_or_create() -> LocalIdentity:
 def token_for_server(ident: LocalIdentity, data: str) -> str:
     """A token for `ident` that the HTTP server serving `data` accepts: the same claims, signed
     with the server's key (created at DATA/jwt.key if absent, as `stdbmod serve` would)."""
-    try:
-        from ..http.auth import load_or_create_key
-    except ModuleNotFoundError as e:
-        if e.name not in ("stdbmod.http", "stdbmod.http.auth"):
-            raise
-        raise IdentityFileError("the HTTP front end (stdbmod.http) is not installed, so there is no server key to sign with") from None
     key = load_or_create_key(data)
     token: str = key.issue_token(key.claims(ident.subject, issuer=ident.issuer))
     return token

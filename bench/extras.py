@@ -1,0 +1,166 @@
+"""Measurements beyond throughput: claim latency against queue depth, peak RSS and the size on
+disk per job, scheduler lateness with many timers, commit-log replay rate.
+
+`python -m bench.extras depth D DIR` runs one depth in a fresh process (so its peak RSS is its
+own) and prints JSON; run.py calls it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import sys
+import threading
+import time
+from typing import Annotated
+
+import msgspec
+
+from stdbmod import At, Database, Module, PrimaryKey, ReducerContext, Scheduler, Timestamp
+from stdbmod.runtime import apply_changes, reexecute
+
+from .inproc import _lifecycle
+from .jobqueue import job_queue
+
+BULK = 10_000
+
+
+def depth(path: str, jobs: int, claims: int = 200) -> dict[str, float]:
+    """Build a queue of `jobs` tasks (bulk enqueues, fsync off: only the build), reopen it
+    durable, and time `claims` single claims. Latencies in ms; RSS in MiB."""
+    q = job_queue()
+    t0 = time.perf_counter()
+    db = Database.create(path, q.module, owner=q.sender, durable=False)
+    futures = []
+    for first in range(0, jobs, BULK):
+        name, args = q.bulk(first, min(BULK, jobs - first))
+        futures.append(db.submit(name, *args, sender=q.sender))
+        if len(futures) >= 8:
+            futures.pop(0).result()
+    for f in futures:
+        f.result()
+    db.close()
+    build = time.perf_counter() - t0
+    size = os.path.getsize(os.path.join(path, "data.mdb"))
+    db = Database.open(path, q.module)  # durable: what a worker sees
+    try:
+        lat = []
+        for k in range(claims + 20):
+            name, args = q.claim("w")
+            t = time.perf_counter()
+            task = db.call(name, *args, sender=q.sender)
+            if k >= 20:  # the first ones warm the caches
+                lat.append((time.perf_counter() - t) * 1000)
+            assert task is not None
+    finally:
+        db.close()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    lat.sort()
+    return {
+        "jobs": jobs,
+        "claim_p50_ms": statistics.median(lat),
+        "claim_p99_ms": lat[int(len(lat) * 0.99) - 1],
+        "build_s": build,
+        "bytes_per_job": size / jobs,
+        "peak_rss_mib": rss,
+    }
+
+
+def lifecycle_size(path: str, n: int) -> float:
+    """Bytes of data.mdb per job after n durable lifecycles (rows, indexes, commit log)."""
+    q = job_queue()
+    db = Database.create(path, q.module, owner=q.sender, durable=False)
+    try:
+        _lifecycle(db, q, 0, n, "w")
+    finally:
+        db.close()
+    return os.path.getsize(os.path.join(path, "data.mdb")) / n
+
+
+# --- the scheduler -------------------------------------------------------------------------------
+
+
+class Timer(msgspec.Struct):
+    scheduled_id: Annotated[int, PrimaryKey(auto_inc=True)]
+    scheduled_at: At
+    seq: int
+
+
+def _timer_module(lateness: list[float]) -> Module:
+    mod = Module("timers")
+    mod.table(scheduled="fire")(Timer)
+
+    @mod.reducer
+    def fire(ctx: ReducerContext, timer: Timer) -> None:
+        ctx.require_scheduler()
+        # A side channel for the bench only: a reducer must not read the wall clock.
+        lateness.append(time.time() * 1e6 - timer.scheduled_at.time.micros)
+
+    @mod.reducer
+    def arm_many(ctx: ReducerContext, start_us: int, first: int, count: int, spacing_us: int) -> None:
+        for i in range(first, first + count):
+            ctx.db.timer.insert(Timer(0, At(Timestamp(start_us + i * spacing_us)), i))
+
+    return mod
+
+
+def scheduler_lateness(path: str, timers: int, rate: float, measure_s: float) -> dict[str, float]:
+    """Arm `timers` one-shot timers falling due at `rate` per second (so all of them are
+    pending at the start), run the production scheduler for `measure_s` seconds, and report the
+    lateness of the ones that fired (ms): the reducer's start minus the timer's due time."""
+    lateness: list[float] = []
+    mod = _timer_module(lateness)
+    owner = job_queue().sender
+    db = Database.create(path, mod, owner=owner)
+    spacing = int(1e6 / rate)
+    start = int(time.time() * 1e6) + 2_000_000 + int(timers / 20_000 * 1e6)  # after the arming
+    for first in range(0, timers, BULK):
+        db.call("arm_many", start, first, min(BULK, timers - first), spacing, sender=owner)
+    sched = Scheduler(db).start()
+    try:
+        time.sleep(max(0.0, start / 1e6 - time.time()) + measure_s)
+    finally:
+        sched.stop()
+        db.close()
+    if not lateness:
+        raise RuntimeError("no timer fired")
+    ms = sorted(x / 1000 for x in lateness)
+    return {"fired": len(ms), "p50_ms": statistics.median(ms), "p99_ms": ms[int(len(ms) * 0.99) - 1], "max_ms": ms[-1]}
+
+
+# --- the commit log --------------------------------------------------------------------------------
+
+
+def replay_rates(path: str, n: int) -> dict[str, float]:
+    """Records/s of the two replays of a log of n lifecycles into fresh databases."""
+    q = job_queue()
+    src = Database.create(os.path.join(path, "src"), q.module, owner=q.sender, durable=False)
+    try:
+        _lifecycle(src, q, 0, n, "w")
+        records = src.commit_log()
+        want = src.state_hash()
+    finally:
+        src.close()
+    out: dict[str, float] = {"records": len(records)}
+    for name, fn in (("apply", apply_changes), ("reexecute", reexecute)):
+        q2 = job_queue()
+        dst = Database.create(os.path.join(path, name), q2.module, owner=q2.sender, run_init=False)
+        try:
+            t0 = time.perf_counter()
+            fn(dst, records)
+            out[name] = len(records) / (time.perf_counter() - t0)
+            if dst.state_hash() != want:
+                raise RuntimeError(f"{name}: the replayed state differs from the source")
+        finally:
+            dst.close()
+    return out
+
+
+if __name__ == "__main__":
+    what, arg, where = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    if what == "depth":
+        print(json.dumps(depth(where, arg)))
+    else:
+        raise SystemExit(f"unknown: {what}")

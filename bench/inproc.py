@@ -1,0 +1,122 @@
+"""stdbmod in process: the durable lifecycle one call at a time, from many threads (group
+commit), through the batch API, and the runtime's own overhead against raw LMDB."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+from stdbmod import Database
+
+from .jobqueue import JobQueue, job_queue
+from .raw_lmdb import Recorder, replay
+
+
+def _open(path: str, durable: bool = True, q: JobQueue | None = None) -> tuple[Database, JobQueue]:
+    q = q or job_queue()
+    return Database.create(path, q.module, owner=q.sender, durable=durable), q
+
+
+def _lifecycle(db: Database, q: JobQueue, first: int, count: int, worker: str) -> None:
+    call = db.call
+    sender = q.sender
+    for i in range(first, first + count):
+        name, args = q.enqueue(i)
+        call(name, *args, sender=sender)
+        name, args = q.claim(worker)
+        task = call(name, *args, sender=sender)
+        name, args = q.complete(task.id)
+        call(name, *args, sender=sender)
+
+
+def single(path: str, n: int, durable: bool = True) -> float:
+    """One caller, one call at a time: every call is its own transaction and fsync."""
+    db, q = _open(path, durable)
+    try:
+        t0 = time.perf_counter()
+        _lifecycle(db, q, 0, n, "w0")
+        return n / (time.perf_counter() - t0)
+    finally:
+        db.close()
+
+
+def threaded(path: str, n: int, threads: int = 16) -> float:
+    """`threads` workers each running the lifecycle; concurrent calls share commits."""
+    db, q = _open(path)
+    per = n // threads
+    errors: list[BaseException] = []
+    start = threading.Barrier(threads + 1)
+
+    def work(k: int) -> None:
+        start.wait()
+        try:
+            _lifecycle(db, q, k * per, per, f"w{k}")
+        except BaseException as e:  # reported after the run
+            errors.append(e)
+
+    pool = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for t in pool:
+        t.start()
+    try:
+        start.wait()
+        t0 = time.perf_counter()
+        for t in pool:
+            t.join()
+        elapsed = time.perf_counter() - t0
+    finally:
+        db.close()
+    if errors:
+        raise errors[0]
+    return per * threads / elapsed
+
+
+def batched(path: str, n: int, batch: int = 100) -> float:
+    """The batch API: `call_many` of `batch` enqueues, then of `batch` claims, then of the
+    completes, each call still its own nested transaction, each step acknowledged durably."""
+    db, q = _open(path)
+    s = q.sender
+    try:
+        t0 = time.perf_counter()
+        done = 0
+        while done < n:
+            k = min(batch, n - done)
+            _check(db.call_many([(*q.enqueue(done + i), s) for i in range(k)]))
+            tasks = _check(db.call_many([(*q.claim("w"), s) for _ in range(k)]))
+            _check(db.call_many([(*q.complete(t.id), s) for t in tasks]))
+            done += k
+        return n / (time.perf_counter() - t0)
+    finally:
+        db.close()
+
+
+def _check(results: list[Any]) -> list[Any]:
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results
+
+
+def overhead(path: str, n: int) -> tuple[float, float]:
+    """(stdbmod's seconds, raw LMDB's seconds) for the same n lifecycles, one call per
+    transaction, fsync off on both sides. Raw LMDB replays exactly the storage operations a
+    recorded stdbmod run made (same keys, values, gets, scans), with nothing around them."""
+    q = job_queue()
+    rec = Recorder(os.path.join(path, "rec"), durable=False)
+    db = Database.create(rec, q.module, owner=q.sender)
+    try:
+        rec.txns.clear()
+        _lifecycle(db, q, 0, n, "w0")
+        txns = list(rec.txns)
+    finally:
+        db.close()
+    raw = replay(txns, os.path.join(path, "raw"), durable=False)
+    db, q = _open(os.path.join(path, "rt"), durable=False, q=job_queue())
+    try:
+        t0 = time.perf_counter()
+        _lifecycle(db, q, 0, n, "w0")
+        ours = time.perf_counter() - t0
+    finally:
+        db.close()
+    return ours, raw

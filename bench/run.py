@@ -1,0 +1,307 @@
+"""Run the benchmark and print one table.
+
+    python bench/run.py            # the full run (several minutes; peers if installed)
+    python bench/run.py --quick    # seconds, small N, no peers that need servers (CI)
+
+Every throughput row is the durable lifecycle: N jobs, each enqueued, claimed and completed,
+every step acknowledged only after it is on disk. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from bench import extras, inproc, peers, raw_lmdb  # noqa: E402
+from bench.jobqueue import job_queue  # noqa: E402
+from bench.stats import Row, SkipRow, Target, render_markdown, render_text, repeat  # noqa: E402
+
+LIFE = "durable lifecycle (enqueue -> claim -> complete), jobs/s"
+
+
+@dataclass
+class Sizes:
+    reps: int
+    single: int
+    group: int
+    raw_one: int
+    raw_batch: int
+    overhead: int
+    peer: int
+    server_peer: int
+    http: tuple[int, int, int]  # jobs for 1, 4 and 16 workers
+    http_reps: int
+    depths: tuple[int, ...]
+    timers: int
+    timer_rate: float
+    timer_seconds: float
+    replay: int
+    servers: bool
+
+
+FULL = Sizes(reps=5, single=1000, group=6000, raw_one=3000, raw_batch=100_000, overhead=2000, peer=2000,
+             server_peer=400, http=(500, 1000, 2000), http_reps=5, depths=(1_000, 100_000, 1_000_000), timers=100_000, timer_rate=1000,
+             timer_seconds=10, replay=2000, servers=True)
+QUICK = Sizes(reps=3, single=60, group=160, raw_one=100, raw_batch=2000, overhead=60, peer=60, server_peer=0,
+              http=(24, 48, 96), http_reps=1, depths=(1_000, 10_000), timers=2000, timer_rate=1000, timer_seconds=0.5, replay=60,
+              servers=False)
+
+
+class Bench:
+    def __init__(self, sizes: Sizes, base_dir: str | None, only: list[str] | None, log: Callable[[str], None]) -> None:
+        self.s = sizes
+        self.base = base_dir
+        self.only = only
+        self.log = log
+        self.rows: list[Row] = []
+
+    def wanted(self, name: str) -> bool:
+        return not self.only or any(o.lower() in name.lower() for o in self.only)
+
+    def throughput(self, section: str, name: str, fn: Callable[[str], float], note: str = "", unit: str = "jobs/s", reps: int | None = None) -> Row:
+        row = Row(section, name, unit, note=note)
+        self.rows.append(row)
+        if not self.wanted(name):
+            row.skipped = "not selected"
+            return row
+        self.log(f"  {name} ...")
+        t0 = time.perf_counter()
+        try:
+            row.samples = repeat(reps or self.s.reps, fn, self.base)
+        except SkipRow as e:
+            row.skipped = str(e)
+        self.log(f"    {row.median:,.0f} {unit} ({time.perf_counter() - t0:.1f}s)" if row.samples else f"    skipped: {row.skipped}")
+        return row
+
+    def skip(self, section: str, name: str, why: str, unit: str = "jobs/s") -> Row:
+        row = Row(section, name, unit, skipped=why)
+        self.rows.append(row)
+        return row
+
+
+def run(sizes: Sizes, base_dir: str | None, only: list[str] | None, log: Callable[[str], None]) -> tuple[list[Row], list[Target]]:
+    b = Bench(sizes, base_dir, only, log)
+    s = sizes
+    jq = job_queue().name
+    log(f"job queue module: {jq}")
+
+    log("raw LMDB")
+    raw_one = b.throughput(LIFE, "raw LMDB, 1 transaction per step", lambda d: raw_lmdb.minimal_queue(d, s.raw_one, 1), "ceiling: a hand-written queue, 2 syncs per commit")
+    raw_100 = b.throughput(LIFE, "raw LMDB, 100 jobs per transaction", lambda d: raw_lmdb.minimal_queue(d, s.raw_batch, 100), "ceiling for group commit")
+
+    log("stdbmod in process")
+    single = b.throughput(LIFE, "stdbmod in process, one call at a time", lambda d: inproc.single(d, s.single), f"module: {jq}")
+    threads = b.throughput(LIFE, "stdbmod in process, 16 threads (group commit)", lambda d: inproc.threaded(d, s.group, 16))
+    batch = b.throughput(LIFE, "stdbmod in process, call_many of 100 (group commit)", lambda d: inproc.batched(d, s.group, 100))
+
+    log("stdbmod over HTTP")
+    http_rows = http_section(b, s)
+
+    log("peers")
+    peer_rows: dict[str, Row] = {}
+    for name, fn, needs_server in peers.PEERS:
+        if needs_server and not s.servers:
+            peer_rows[name] = b.skip(LIFE, name, "skipped in quick mode (needs a server)")
+            continue
+        n = s.server_peer if needs_server else s.peer
+        peer_rows[name] = b.throughput(LIFE, name, functools.partial(_peer, fn, n))
+
+    log("runtime overhead")
+    over = Row("runtime overhead: one call per transaction, fsync off", "stdbmod time / raw LMDB time, same operations", "x", higher_is_better=False)
+    b.rows.append(over)
+    per_call: list[float] = []
+    if b.wanted(over.name):
+        def one(d: str) -> float:
+            ours, raw = inproc.overhead(d, s.overhead)
+            per_call.append(ours / (3 * s.overhead) * 1e6)
+            return ours / raw
+        over.samples = repeat(s.reps, one, base_dir)
+        over.note = f"stdbmod {sorted(per_call)[len(per_call) // 2]:.0f} us per call; raw replays the recorded puts/gets/scans"
+    else:
+        over.skipped = "not selected"
+
+    log("claim latency, RSS, size on disk")
+    depth_rows = extras_depth(b, s)
+    log("scheduler")
+    sched = extras_scheduler(b, s)
+    log("commit-log replay")
+    extras_replay(b, s)
+
+    targets = make_targets(threads, batch, http_rows.get(16), peer_rows.get(peers.PEERS[0][0]), over, depth_rows, sched)
+    return b.rows, targets
+
+
+def _peer(fn: Callable[[str, int], float], n: int, d: str) -> float:
+    return fn(d, n)
+
+
+def _http(run: Callable[[str, int, int], float], n: int, w: int, d: str) -> float:
+    return run(d, n, w)
+
+
+def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
+    out: dict[int, Row] = {}
+    try:
+        from bench import http_load
+    except ImportError as e:
+        for w in (1, 4, 16):
+            out[w] = b.skip(LIFE, f"stdbmod over HTTP, {w} workers", f"not available: {e}")
+        return out
+    for w, n in zip((1, 4, 16), s.http):
+        http_load.LAST_CLIENT_CPU.clear()
+        out[w] = b.throughput(LIFE, f"stdbmod over HTTP, {w} workers", functools.partial(_http, http_load.run, n, w), reps=s.http_reps)
+        if out[w].samples:
+            cpu = sorted(http_load.LAST_CLIENT_CPU)[len(http_load.LAST_CLIENT_CPU) // 2]
+            out[w].note = f"seed 000 routes, `stdbmod serve`; load generator in its own process used {cpu:.0%} of a core"
+    return out
+
+
+def extras_depth(b: Bench, s: Sizes) -> dict[int, dict[str, float]]:
+    sec = "claim latency, memory and disk (queued jobs)"
+    got: dict[int, dict[str, float]] = {}
+    for jobs in s.depths:
+        name = f"claim latency p50, {jobs:,} queued"
+        if not b.wanted(name):
+            b.skip(sec, name, "not selected", "ms")
+            continue
+        with tempfile.TemporaryDirectory(prefix="stdbmod-bench-", dir=b.base) as d:
+            b.log(f"  {jobs:,} queued ...")
+            r = subprocess.run([sys.executable, "-m", "bench.extras", "depth", str(jobs), d], cwd=ROOT,
+                               env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"bench.extras depth {jobs} failed:\n{r.stderr[-2000:]}")
+        m = json.loads(r.stdout.strip().splitlines()[-1])
+        got[jobs] = m
+        b.rows.append(Row(sec, name, "ms", [m["claim_p50_ms"]], note=f"p99 {m['claim_p99_ms']:.2f} ms; durable claims on a queue built in {m['build_s']:.1f}s (fsync off for the build)"))
+        b.rows.append(Row(sec, f"peak RSS, {jobs:,} queued", "MiB", [m["peak_rss_mib"]], note="build + claims in a fresh process; includes LMDB's mapped pages"))
+        b.rows.append(Row(sec, f"size on disk per job, {jobs:,} queued", "bytes", [m["bytes_per_job"]], note="data.mdb / jobs"))
+    name = "size on disk per job after the lifecycle"
+    if b.wanted(name):
+        b.throughput(sec, name, lambda d: extras.lifecycle_size(d, s.single), "completed jobs: rows, indexes and 3 commit-log records each", unit="bytes")
+    return got
+
+
+def extras_scheduler(b: Bench, s: Sizes) -> Row | None:
+    sec = "scheduler"
+    name = f"scheduler lateness p99, {s.timers:,} timers pending"
+    if not b.wanted(name):
+        b.skip(sec, name, "not selected", "ms")
+        return None
+    runs = []
+
+    def one(d: str) -> float:
+        m = extras.scheduler_lateness(d, s.timers, s.timer_rate, s.timer_seconds)
+        runs.append(m)
+        return m["p99_ms"]
+
+    b.log("  timers ...")
+    p99 = Row(sec, name, "ms", repeat(max(1, s.reps // 2), one, b.base), higher_is_better=False)
+    p50 = Row(sec, f"scheduler lateness p50, {s.timers:,} timers pending", "ms", [m["p50_ms"] for m in runs], higher_is_better=False)
+    p99.note = f"{s.timer_rate:g} timers/s falling due, {s.timer_seconds:g}s measured per run, durable; max {max(m['max_ms'] for m in runs):.1f} ms"
+    b.rows += [p50, p99]
+    return p99
+
+
+def extras_replay(b: Bench, s: Sizes) -> None:
+    sec = "commit-log replay"
+    name = "commit-log replay"
+    if not b.wanted(name):
+        b.skip(sec, name, "not selected", "records/s")
+        return
+    runs = []
+
+    def one(d: str) -> float:
+        m = extras.replay_rates(d, s.replay)
+        runs.append(m)
+        return m["apply"]
+
+    b.log("  replay ...")
+    apply = Row(sec, "replay: apply row changes", "records/s", repeat(s.reps, one, b.base), note=f"log of {s.replay} lifecycles ({int(runs[0]['records'])} records), state hash checked")
+    reexec = Row(sec, "replay: re-execute reducers", "records/s", [m["reexecute"] for m in runs], note="same log, same check")
+    b.rows += [apply, reexec]
+
+
+def make_targets(threads: Row, batch: Row, http16: Row | None, huey: Row | None, over: Row,
+                 depths: dict[int, dict[str, float]], sched: Row | None) -> list[Target]:
+    def ok(r: Row | None) -> bool:
+        return r is not None and bool(r.samples)
+
+    out = []
+    huey_rate = huey.median if huey is not None and huey.samples else None
+    group = max((r for r in (threads, batch) if ok(r)), key=lambda r: r.median, default=None)
+    out.append(Target("in process with group commit vs huey durable", group.median / huey_rate if group and huey_rate else None, 5, 10,
+                      detail=f"best of threads/batch: {group.name}" if group else "huey not measured" if group else ""))
+    out.append(Target("over HTTP, 16 workers vs huey durable in process", http16.median / huey_rate if ok(http16) and huey_rate else None, 1, 2))  # type: ignore[union-attr]
+    out.append(Target("one call per transaction, fsync off: stdbmod time / raw LMDB time", over.median if ok(over) else None, 2, None, at_most=True))
+    lo, hi = min(depths, default=None), max(depths, default=None)
+    ratio = depths[hi]["claim_p50_ms"] / depths[lo]["claim_p50_ms"] if lo and hi and hi > lo else None
+    out.append(Target(f"claim latency at {hi or 0:,} queued / at {lo or 0:,}", ratio, 1.5, None, at_most=True))
+    out.append(Target("scheduler lateness p99 (ms, against 10 ms)", sched.median / 10 if ok(sched) else None, 1, None, at_most=True,  # type: ignore[union-attr]
+                      detail=f"p99 {sched.median:.2f} ms" if ok(sched) else ""))  # type: ignore[union-attr]
+    return out
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}"
+
+
+def _loadavg() -> str:
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except OSError:
+        return "?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small N, few repetitions, no server peers (CI)")
+    p.add_argument("--reps", type=int, help="repetitions per measurement (default 5; quick 3)")
+    p.add_argument("--only", nargs="+", metavar="TEXT", help="run only the measurements whose name contains TEXT")
+    p.add_argument("--dir", help="where the scratch databases go (default: the system temp dir)")
+    p.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
+    p.add_argument("--json", metavar="FILE", help="also write every sample as JSON")
+    args = p.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    if args.reps:
+        sizes = Sizes(**{**asdict(sizes), "reps": args.reps})
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    t0 = time.perf_counter()
+    load0 = _loadavg()
+    rows, targets = run(sizes, args.dir, args.only, log)
+    head = (f"stdbmod bench ({'quick' if args.quick else 'full'}) on {machine()}; {time.perf_counter() - t0:.0f}s; "
+            f"load average {load0} at the start, {_loadavg()} at the end")
+    print(head)
+    print(render_text(rows, targets))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(f"{head}\n\n{render_markdown(rows, targets)}\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": head, "rows": [asdict(r) for r in rows], "targets": [asdict(t) | {"met": t.met} for t in targets]}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""The benchmark's quick mode runs end to end and prints its table (CI keeps it from rotting).
+No timing is asserted: only that every measurement ran or says why it did not."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_quick_bench_prints_the_table(tmp_path: Path) -> None:
+    out_json = tmp_path / "bench.json"
+    out_md = tmp_path / "bench.md"
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--dir", str(tmp_path), "--json", str(out_json), "--markdown", str(out_md)],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    text = r.stdout
+    assert "measurement" in text and "median" in text and "== targets" in text
+    for name in ("raw LMDB, 1 transaction per step", "stdbmod in process, one call at a time",
+                 "stdbmod in process, 16 threads (group commit)", "huey", "claim latency p50", "scheduler lateness p99",
+                 "replay: apply row changes", "stdbmod time / raw LMDB time"):
+        assert name in text, name
+
+    data = json.loads(out_json.read_text())
+    rows = {row["name"]: row for row in data["rows"]}
+    # stdbmod's own rows always have numbers; a peer either has numbers or says why not
+    for name, row in rows.items():
+        assert row["samples"] or row["skipped"], name
+        if name.startswith(("stdbmod in process", "raw LMDB", "claim latency", "replay")):
+            assert row["samples"] and all(v > 0 for v in row["samples"]), name
+    assert any("skipped in quick mode" in row["skipped"] for row in rows.values())  # the server peers
+    assert len(data["targets"]) == 5
+    assert out_md.read_text().count("| measurement |") >= 3

@@ -1,0 +1,123 @@
+"""The write path's scheduling: a lone blocking call runs on its caller's thread, concurrent calls
+still share commits, queued work keeps its order, close waits for a running call."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import msgspec
+import pytest
+
+from stdbmod import Database, Module, PrimaryKey, ReducerContext
+from stdbmod.errors import DatabaseClosed
+from tests.conftest import ALICE
+
+m = Module("writer")
+gate = threading.Event()
+entered = threading.Event()
+threads_seen: list[int] = []
+
+
+@m.table
+class Item(msgspec.Struct):
+    id: Annotated[int, PrimaryKey(auto_inc=True)]
+    text: str
+
+
+@m.reducer
+def add(ctx: ReducerContext, text: str) -> int:
+    threads_seen.append(threading.get_ident())
+    return int(ctx.db.item.insert(Item(0, text)).id)
+
+
+@m.reducer
+def hold(ctx: ReducerContext) -> None:
+    """Keep the writer busy until the test opens the gate."""
+    entered.set()
+    assert gate.wait(10)
+    ctx.db.item.insert(Item(0, "held"))
+
+
+@pytest.fixture
+def db(make_db: Callable[..., Database]) -> Database:
+    gate.clear()
+    entered.clear()
+    threads_seen.clear()
+    return make_db(m)
+
+
+def _batches(db: Database) -> list[int]:
+    sizes: list[int] = []
+    run = db._core.run_batch
+
+    def counting(batch: list[Any]) -> None:
+        sizes.append(len(batch))
+        run(batch)
+
+    db._writer._run_batch = counting
+    return sizes
+
+
+def test_a_lone_call_runs_on_the_callers_thread(db: Database) -> None:
+    assert db.call("add", "a", sender=ALICE) == 1
+    assert threads_seen == [threading.get_ident()]
+    db.submit("add", "b", sender=ALICE).result()  # submit always goes to the writer thread
+    assert threads_seen[1] == db._writer.thread.ident
+
+
+def test_calls_made_while_the_writer_is_busy_share_one_commit(db: Database) -> None:
+    sizes = _batches(db)
+    holder = threading.Thread(target=db.call, args=("hold",), kwargs={"sender": ALICE})
+    holder.start()
+    assert entered.wait(10)
+    results: list[int] = []
+    callers = [threading.Thread(target=lambda i=i: results.append(db.call("add", f"t{i}", sender=ALICE))) for i in range(8)]
+    for t in callers:
+        t.start()
+    while db._writer._queued < 8:  # every caller has queued its call behind the busy writer
+        threading.Event().wait(0.001)
+    gate.set()
+    holder.join()
+    for t in callers:
+        t.join()
+    assert sorted(results) == list(range(2, 10))
+    assert sizes == [1, 8]
+
+
+def test_work_queued_earlier_runs_first(db: Database) -> None:
+    holder = threading.Thread(target=db.call, args=("hold",), kwargs={"sender": ALICE})
+    holder.start()
+    assert entered.wait(10)
+    first = db.submit("add", "first", sender=ALICE)
+    second: list[int] = []
+    t = threading.Thread(target=lambda: second.append(db.call("add", "second", sender=ALICE)))
+    t.start()
+    while db._writer._queued < 2:
+        threading.Event().wait(0.001)
+    gate.set()
+    holder.join()
+    t.join()
+    assert first.result() == 2 and second == [3]
+    # and once idle again, a call runs at once on this thread, after everything before it
+    assert db.call("add", "third", sender=ALICE) == 4
+    with db.read() as view:
+        assert [i.text for i in view.db.item.iter()] == ["held", "first", "second", "third"]
+
+
+def test_close_waits_for_a_call_running_on_its_callers_thread(db: Database) -> None:
+    out: list[Any] = []
+    holder = threading.Thread(target=lambda: out.append(db.call("hold", sender=ALICE)))
+    holder.start()
+    assert entered.wait(10)
+    closer = threading.Thread(target=db.close)
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive()  # the running call holds it
+    gate.set()
+    closer.join(10)
+    holder.join(10)
+    assert not closer.is_alive() and out == [None]
+    with pytest.raises(DatabaseClosed):
+        db.call("add", "late", sender=ALICE)
