@@ -1,8 +1,9 @@
 """Measurements beyond throughput: claim latency against queue depth, peak RSS and the size on
 disk per job, scheduler lateness with many timers, commit-log replay rate.
 
-`python -m bench.extras depth D DIR` runs one depth in a fresh process (so its peak RSS is its
-own) and prints JSON; run.py calls it.
+`python -m bench.extras depth D DIR` builds one depth in a fresh process (so its peak RSS is its
+own) and prints JSON; `python -m bench.extras claims N D1=DIR1 D2=DIR2 ...` then times N claims
+on each, round-robin, in one process. run.py calls both.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ from .jobqueue import job_queue
 BULK = 10_000
 
 
-def depth(path: str, jobs: int, claims: int = 200) -> dict[str, float]:
+def depth(path: str, jobs: int, claims: int = 20) -> dict[str, float]:
     """Build a queue of `jobs` tasks (bulk enqueues, fsync off: only the build), reopen it
-    durable, and time `claims` single claims. Latencies in ms; RSS in MiB."""
+    durable and make `claims` claims (so the peak RSS includes claiming). Sizes in bytes, RSS in
+    MiB. The latencies come from `claim_latency`, which times every depth in one window."""
     q = job_queue()
     t0 = time.perf_counter()
     db = Database.create(path, q.module, owner=q.sender, durable=False)
@@ -46,25 +48,58 @@ def depth(path: str, jobs: int, claims: int = 200) -> dict[str, float]:
     size = os.path.getsize(os.path.join(path, "data.mdb"))
     db = Database.open(path, q.module)  # durable: what a worker sees
     try:
-        lat = []
-        for k in range(claims + 20):
+        for _ in range(claims):
             name, args = q.claim("w")
-            t = time.perf_counter()
-            task = db.call(name, *args, sender=q.sender)
-            if k >= 20:  # the first ones warm the caches
-                lat.append((time.perf_counter() - t) * 1000)
-            assert task is not None
+            assert db.call(name, *args, sender=q.sender) is not None
+            name, args = q.enqueue(jobs)
+            db.call(name, *args, sender=q.sender)  # the depth stays `jobs`
     finally:
         db.close()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    lat.sort()
+    return {"jobs": jobs, "build_s": build, "bytes_per_job": size / jobs, "peak_rss_mib": rss}
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[max(0, int(len(xs) * q) - 1)]
+
+
+def claim_latency(paths: dict[int, str], claims: int = 500, warm: int = 20) -> dict[int, dict[str, float]]:
+    """Time durable single claims on queues of several depths (`paths`: depth -> a directory
+    `depth` built), round-robin: one claim on each depth in turn, so disk and CPU noise hit
+    every depth alike. After each timed claim an untimed enqueue keeps the depth constant.
+    Per depth: wall p50/p99 (ms) and the claiming thread's CPU time p50/p99 (ms; a lone caller
+    runs its call on its own thread, so this is the claim's whole CPU cost, fsync syscalls
+    included but not the time spent waiting for the disk)."""
+    q = job_queue()
+    dbs = {n: Database.open(p, q.module) for n, p in paths.items()}
+    wall: dict[int, list[float]] = {n: [] for n in dbs}
+    cpu: dict[int, list[float]] = {n: [] for n in dbs}
+    try:
+        for k in range(warm + claims):
+            for n, db in dbs.items():
+                name, args = q.claim("w")
+                t, c = time.perf_counter(), time.thread_time()
+                task = db.call(name, *args, sender=q.sender)
+                c, t = time.thread_time() - c, time.perf_counter() - t
+                assert task is not None
+                if k >= warm:  # the first ones warm the caches
+                    wall[n].append(t * 1000)
+                    cpu[n].append(c * 1000)
+                name, args = q.enqueue(n)
+                db.call(name, *args, sender=q.sender)
+    finally:
+        for db in dbs.values():
+            db.close()
     return {
-        "jobs": jobs,
-        "claim_p50_ms": statistics.median(lat),
-        "claim_p99_ms": lat[int(len(lat) * 0.99) - 1],
-        "build_s": build,
-        "bytes_per_job": size / jobs,
-        "peak_rss_mib": rss,
+        n: {
+            "claims": claims,
+            "claim_p50_ms": statistics.median(wall[n]),
+            "claim_p99_ms": _pct(wall[n], 0.99),
+            "claim_cpu_p50_ms": statistics.median(cpu[n]),
+            "claim_cpu_p99_ms": _pct(cpu[n], 0.99),
+        }
+        for n in dbs
     }
 
 
@@ -159,8 +194,10 @@ def replay_rates(path: str, n: int) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    what, arg, where = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    what, arg = sys.argv[1], int(sys.argv[2])
     if what == "depth":
-        print(json.dumps(depth(where, arg)))
+        print(json.dumps(depth(sys.argv[3], arg)))
+    elif what == "claims":  # claims N DEPTH=DIR ...
+        print(json.dumps(claim_latency({int(d): p for d, p in (a.split("=", 1) for a in sys.argv[3:])}, arg)))
     else:
         raise SystemExit(f"unknown: {what}")
