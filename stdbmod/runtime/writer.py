@@ -68,22 +68,28 @@ class Writer:
     def run(self, job: Any) -> Future[Any]:
         """Run the job on this thread if the writer is idle, else queue it (as `submit`). For
         callers about to block on the future: it is done when this returns, if run here."""
-        fut: Future[Any] = Future()
+        return self.run_many([job])[0]
+
+    def run_many(self, jobs: list[Any]) -> list[Future[Any]]:
+        """As `run` for several jobs meant to share one batch (one commit): run them here as one
+        batch if the writer is idle, else queue them together (the writer takes them together)."""
+        batch: Batch = [(job, Future()) for job in jobs]
         with self._lock:
             if self._closed:
                 raise DatabaseClosed("the database is closed")
             # Only when nothing is queued: a job queued earlier by this thread must run first.
             if self._queued or not self._alone or not self._running.acquire(blocking=False):
-                self._queued += 1
-                self._queue.put((job, fut))
-                return fut
+                self._queued += len(batch)
+                for item in batch:
+                    self._queue.put(item)
+                return [fut for _, fut in batch]
         try:
             self._runner = threading.get_ident()
-            self._run([(job, fut)], reraise=True)
+            self._run(batch, reraise=True)
         finally:
             self._runner = None
             self._running.release()
-        return fut
+        return [fut for _, fut in batch]
 
     def _run(self, batch: Batch, reraise: bool = False) -> None:
         try:
