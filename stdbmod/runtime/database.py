@@ -47,9 +47,10 @@ from .jobs import CallJob, Job, LifecycleJob, ScheduledJob
 from .schema_check import check_compatible
 from .tables import DbView
 from .transaction import TxView
-from .writer import Done, Writer
+from .writer import MAX_BATCH, Done, Writer
 
 FORMAT_VERSION = 1
+MAX_PASS = MAX_BATCH  # schedule rows fired per pass: one writer batch, one commit
 NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
@@ -338,27 +339,47 @@ class Database:
         A storage failure (not a reducer's) is raised: the rows stay due for a later try."""
         fired = 0
         while fired < limit:
-            at = now or self.clock.now()
-            stop = encode_u64(at.micros + 1)
-            with self._core.storage.begin_read() as r:
-                due = [k for k, _ in zip((k for k, _ in r.scan(spaces.SCHEDULE_QUEUE, None, stop)), range(min(1000, limit - fired)))]
-            if not due:
+            n, _ = self.fire_due(now, min(MAX_PASS, limit - fired))
+            if not n:
                 break
-            futures = [self._submit(ScheduledJob(kind="scheduled", reducer="", sender=self.identity, queue_key=k)) for k in due]
-            storage_failure: StorageError | None = None
-            for f in futures:
-                try:
-                    f.result()
-                except StorageError as e:
-                    storage_failure = storage_failure or e
-                except StdbError:
-                    pass  # the failure is in the database log; the row was cleaned up
-            if storage_failure is not None:
-                # Nothing was committed and the rows are still due: going round again would
-                # spin as long as the storage fails (a full disk). The caller retries later.
-                raise storage_failure
-            fired += len(due)
+            fired += n
         return fired
+
+    def fire_due(self, now: Timestamp | None = None, limit: int = MAX_PASS) -> tuple[int, Timestamp | None]:
+        """One pass of the scheduler: fire the rows due at `now` (default: the clock), at most
+        `limit`, whatever instants they were due at, as one batch: each in its own nested
+        transaction (a failing one aborts only itself), all under one commit. It runs on the
+        calling thread when the writer is idle (no hand-off to wake up for). Returns how many
+        fired and when the first row not fired is due (None: no other row). A storage failure
+        is raised: the rows stay due for a later try."""
+        at = now or self.clock.now()
+        stop = encode_u64(at.micros + 1)
+        due: list[bytes] = []
+        nxt: Timestamp | None = None
+        with self._core.storage.begin_read() as r:
+            for key, _ in r.scan(spaces.SCHEDULE_QUEUE):
+                if key >= stop or len(due) >= limit:
+                    nxt = Timestamp(int.from_bytes(key[:8], "big"))
+                    break
+                due.append(key)
+        if not due:
+            return 0, nxt
+        if self._writer.running_here():
+            raise CallError("a reducer cannot run the scheduler")
+        futures = self._writer.run_many([ScheduledJob(kind="scheduled", reducer="", sender=self.identity, queue_key=k) for k in due])
+        storage_failure: StorageError | None = None
+        for f in futures:
+            try:
+                f.result()
+            except StorageError as e:
+                storage_failure = storage_failure or e
+            except StdbError:
+                pass  # the failure is in the database log; the row was cleaned up
+        if storage_failure is not None:
+            # Nothing was committed and the rows are still due: going round again would
+            # spin as long as the storage fails (a full disk). The caller retries later.
+            raise storage_failure
+        return len(due), nxt
 
     # --- reading -------------------------------------------------------------------------------
 

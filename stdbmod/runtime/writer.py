@@ -112,6 +112,29 @@ class Writer:
             self._running.release()
         return done
 
+    def run_many(self, jobs: list[Any]) -> list[Future[Any] | Done]:
+        """As `run` for several jobs meant to share one batch (one commit): run them here as one
+        batch if the writer is idle, else queue them together (the writer takes them together)."""
+        with self._lock:
+            if self._closed:
+                raise DatabaseClosed("the database is closed")
+            if self._queued or not self._alone or not self._running.acquire(blocking=False):
+                futures: list[Future[Any] | Done] = []
+                for job in jobs:
+                    fut: Future[Any] = Future()
+                    futures.append(fut)
+                    self._queue.put((job, fut))
+                self._queued += len(jobs)
+                return futures
+        batch: Batch = [(job, Done()) for job in jobs]
+        try:
+            self._runner = threading.get_ident()
+            self._run(batch, reraise=True)
+        finally:
+            self._runner = None
+            self._running.release()
+        return [done for _, done in batch]
+
     def _run(self, batch: Batch, reraise: bool = False) -> None:
         try:
             self._run_batch(batch)
