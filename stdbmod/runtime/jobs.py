@@ -80,27 +80,28 @@ class ScheduledJob(Job):
     def intended(self) -> int:
         return decode_u64(self.queue_key[:8])
 
-    def prepare(self, core: Core, tx: Transaction) -> tuple[Any, Any, bytes] | None:
-        """(table handle, row, pk key), or None when the entry is gone (fired, cancelled)."""
+    def prepare(self, core: Core, tx: Transaction) -> tuple[Any, Any, bytes, bytes] | None:
+        """(table handle, row, pk key, the row's stored bytes), or None when the entry is gone
+        (fired, cancelled)."""
         if not self.queue_key and self.schedule_row:  # re-execution knows the row, not its due time
             self.queue_key = tx.wtxn.get(spaces.SCHEDULE_BY_ROW, self.schedule_row) or b""
         if not self.queue_key or tx.wtxn.get(spaces.SCHEDULE_QUEUE, self.queue_key) is None:
             return None
         table_name, _, pk_key = self.queue_key[8:].partition(b"\x00")
         handle = core.dbview(tx).table(table_name.decode())
-        row = handle._row_at(pk_key)
-        return (handle, row, pk_key) if row is not None else None
+        raw = tx.get_row(handle._t, pk_key)
+        return None if raw is None else (handle, handle._decode(raw), pk_key, raw)
 
     def run(self, core: Core, tx: Transaction) -> Any:
         found = self.prepare(core, tx)
         if found is None:
             self.skip_record = True
             return None
-        handle, row, pk_key = found
+        handle, row, pk_key, raw = found
         if not self.cleanup:
             rdef = core.module.reducers[handle._t.scheduled]
             self.reducer = rdef.name
-            self.args_bytes = handle._view.get_row(handle._t, pk_key) or b""
+            self.args_bytes = raw
             rdef.func(core.context(tx, self), row)
         self.finish(tx, handle, row, pk_key)
         return None
