@@ -38,7 +38,10 @@ class Core:
         self.dblog = DbLog()
         self.broken: StoragePanic | None = None
         self.on_panic: Callable[[StoragePanic], None] | None = None
-        self.on_schedule_change: Callable[[], None] | None = None
+        # Called after a commit that armed schedule rows, with the earliest due time (micros):
+        # the scheduler wakes only if that is before its planned wake-up. Removing a row needs
+        # no wake: a scheduler that wakes for it finds nothing due and sleeps on.
+        self.on_schedule_change: Callable[[int], None] | None = None
         self.on_commit: Callable[[list[commitlog.CommitRecord]], None] | None = None
         self._running_here: Callable[[], bool] = lambda: False
         self._writer_db: DbView | None = None  # see `context`
@@ -74,7 +77,7 @@ class Core:
         while True:
             outcomes: list[tuple[bool, Any]] = []
             records: list[commitlog.CommitRecord] = []
-            touched = False
+            armed: int | None = None
             try:
                 outer = self.storage.begin_write()
             except StoragePanic as e:
@@ -87,7 +90,8 @@ class Core:
                     if record is not None:
                         records.append(record)
                         offset += 1
-                    touched |= sched
+                    if sched is not None and (armed is None or sched < armed):
+                        armed = sched
                     outcomes.append((ok, value))
                 outer.commit()
                 break
@@ -112,8 +116,8 @@ class Core:
                 fut.set_result(value)
             else:
                 fut.set_exception(value)
-        if touched and self.on_schedule_change is not None:
-            self.on_schedule_change()
+        if armed is not None and self.on_schedule_change is not None:
+            self.on_schedule_change(armed)
         if records and self.on_commit is not None:
             self.on_commit(records)
 
@@ -126,8 +130,8 @@ class Core:
         if self.on_panic is not None:
             self.on_panic(e)
 
-    def _run_job(self, job: Job, outer: WriteTxn, offset: int) -> tuple[bool, Any, commitlog.CommitRecord | None, bool]:
-        """(ok, result or error, commit record, whether schedules changed)."""
+    def _run_job(self, job: Job, outer: WriteTxn, offset: int) -> tuple[bool, Any, commitlog.CommitRecord | None, int | None]:
+        """(ok, result or error, commit record, the earliest due time it armed)."""
         if job.timestamp is None:
             now = self.clock.now()
             if isinstance(job, ScheduledJob) and job.queue_key:
@@ -162,8 +166,8 @@ class Core:
             )
             _, _, rec, _ = self._run_job(cleanup, outer, offset)
             if rec is not None:
-                return ok, result, rec, True
-        return ok, result, record, tx.schedule_touched
+                return ok, result, rec, None
+        return ok, result, record, tx.earliest_armed if ok else None  # a failed call's rows are gone
 
     # --- threads -------------------------------------------------------------------------------
 

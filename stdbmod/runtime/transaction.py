@@ -59,7 +59,7 @@ class Transaction(TxView):
         super().__init__(txn, timestamp)
         self.changes: dict[tuple[str, bytes], tuple[bytes | None, bytes | None]] = {}
         self.sequences: dict[str, int] = {}
-        self.schedule_touched = False
+        self.earliest_armed: int | None = None  # the earliest due time armed (the scheduler's wake-up)
 
     @property
     def wtxn(self) -> WriteTxn:
@@ -136,13 +136,13 @@ class Transaction(TxView):
         if row is not None:
             at = row[table.columns_by_name["scheduled_at"]]
             self.arm(row_key, due_of(at, self.timestamp))
-        self.schedule_touched = True
 
     def arm(self, row_key: bytes, due: int) -> None:
         queue_key = encode_u64(max(due, 0)) + row_key
         self.wtxn.put(spaces.SCHEDULE_QUEUE, queue_key, b"")
         self.wtxn.put(spaces.SCHEDULE_BY_ROW, row_key, queue_key)
-        self.schedule_touched = True
+        if self.earliest_armed is None or due < self.earliest_armed:
+            self.earliest_armed = due
 
     # --- savepoints ----------------------------------------------------------------------------
 
@@ -150,14 +150,14 @@ class Transaction(TxView):
     def savepoint(self) -> Iterator[None]:
         """A nested transaction: an exception inside rolls back just what was written inside."""
         child = self.wtxn.child()
-        saved = (dict(self.changes), dict(self.sequences), self.schedule_touched)
+        saved = (dict(self.changes), dict(self.sequences), self.earliest_armed)
         self._stack.append(child)
         try:
             yield
         except BaseException:
             self._stack.pop()
             child.abort()
-            self.changes, self.sequences, self.schedule_touched = saved
+            self.changes, self.sequences, self.earliest_armed = saved
             raise
         else:
             self._stack.pop()

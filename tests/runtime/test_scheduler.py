@@ -172,3 +172,29 @@ def test_the_loop_wakes_when_an_earlier_row_is_inserted(db: Database, clock: Man
         db._core.on_commit = original
     finally:
         sched.stop()
+
+
+def test_commits_report_the_earliest_row_they_armed_and_deletions_none(db: Database, clock: ManualClock) -> None:
+    seen: list[int] = []
+    db._core.on_schedule_change = seen.append
+    a = db.call("schedule", "later", 60, False, sender=ALICE)
+    db.call("cancel", a, sender=ALICE)  # only removes a row: nothing to wake for
+    with pytest.raises(SenderError):
+        db.call("schedule", "rollback", 5, False, sender=ALICE)  # rolled back: nothing armed
+    assert seen == [clock.now().micros + 60_000_000]
+
+
+def test_the_loop_is_woken_only_by_rows_due_before_its_plan(db: Database) -> None:
+    """A claim arms a lease timer minutes away; the sleeping loop must not wake for that, but
+    must for anything due before its planned wake-up, and for everything while it has no plan."""
+    sched = Scheduler(db)  # not started: the decision alone
+    sched._sleep_until = None
+    sched._armed(10**18)
+    assert sched._wake.is_set()
+    sched._wake.clear()
+    sched._sleep_until = 5_000
+    sched._armed(5_000)
+    sched._armed(9_000)
+    assert not sched._wake.is_set()
+    sched._armed(4_999)
+    assert sched._wake.is_set()
