@@ -109,14 +109,18 @@ def run(path: str, jobs: int, workers: int) -> float:
         wait_port(port, server, "stdbmod serve")
         with open(os.path.join(data, "owner.token")) as f:
             token = f.read().strip()
+        cpu0 = _process_cpu(server.pid)
         gen = subprocess.run(
             [sys.executable, "-m", "bench.http_load", "gen", str(port), token, str(jobs), str(workers)],
             env=env, cwd=ROOT, capture_output=True, text=True,
         )
         if gen.returncode != 0:
             raise RuntimeError(f"load generator failed:\n{gen.stderr[-2000:]}")
+        cpu1 = _process_cpu(server.pid)
         m = json.loads(gen.stdout.strip().splitlines()[-1])
         LAST_CLIENT_CPU.append(m["client_cpu"] / m["elapsed"])
+        if cpu0 is not None and cpu1 is not None:
+            LAST_SERVER_CPU_US.append((cpu1 - cpu0) / (3 * m["jobs"]) * 1e6)
         return float(m["jobs"] / m["elapsed"])
     finally:
         server.send_signal(signal.SIGTERM)
@@ -128,6 +132,18 @@ def run(path: str, jobs: int, workers: int) -> float:
 
 
 LAST_CLIENT_CPU: list[float] = []  # the generator's CPU use / wall time, per run (1.0 = one core)
+LAST_SERVER_CPU_US: list[float] = []  # the server's CPU time (all its threads) per request, in us
+
+
+def _process_cpu(pid: int) -> float | None:
+    """User + system CPU seconds of process `pid` so far (Linux /proc; None elsewhere). The
+    machine may be shared, so CPU per request says more about the server than requests/s."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 if __name__ == "__main__":
     if sys.argv[1] != "gen":

@@ -20,11 +20,13 @@ from ..types import ConnectionId, Identity
 from . import inputs
 from ..local.tokens import InvalidToken, SigningKey
 from .errors import HttpError
+from .tokencache import VerifiedTokens
 
 
 class ServerContext:
     def __init__(self, key: SigningKey, *, body_limit: int = inputs.DEFAULT_BODY_LIMIT, token_ttl: float | None = None) -> None:
         self.key = key
+        self.tokens = VerifiedTokens(key)
         self.body_limit = body_limit
         self.token_ttl = token_ttl
         self._db: Database | None = None
@@ -59,7 +61,7 @@ class ServerContext:
         token = inputs.bearer(request)
         if token is None:
             raise InvalidToken("missing token: send Authorization: Bearer <token> (POST /v1/identity mints one)")
-        return self.key.verify_token(token).identity
+        return self.tokens.identity(token)
 
     def optional_caller(self, request: Request) -> Identity | None:
         """None without an Authorization header; a header that is there must be valid."""

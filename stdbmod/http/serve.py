@@ -9,6 +9,7 @@ exit with status 70.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import signal
@@ -123,11 +124,13 @@ def serve(
     token_ttl: float | None = None,
     body_limit: int = inputs.DEFAULT_BODY_LIMIT,
     log_level: str = "info",
+    access_log: bool = False,
 ) -> int:
     """Serve the database at `data_dir` on `host`:`port` until SIGTERM/SIGINT, publishing
     `module_path` (see `resolve_module`) first when there is none, owned by `owner`, or the
     identity of `owner_token`, or the CLI's identity. Returns the exit status: 0, or 70 after a
-    storage panic. Raises ServeError (and other StdbErrors) when it cannot start."""
+    storage panic. Raises ServeError (and other StdbErrors) when it cannot start. `access_log`
+    logs a line per request (at info level), which costs CPU on every request."""
     path = Path(data_dir)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -147,11 +150,26 @@ def serve(
             server.should_exit = True
 
     app = create_app(lambda: Database.open(path, module), key=key, body_limit=body_limit, token_ttl=token_ttl, on_panic=on_panic)
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=30)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=30, access_log=access_log,
+        proxy_headers=False,  # nothing here reads the client's address; one ASGI layer less per request
+        **fast_stack(),
+    )
     server = uvicorn.Server(config)
     with _quiet_signals():
         server.run()
     return EXIT_PANIC if panicked.is_set() else 0
+
+
+def fast_stack() -> dict[str, str]:
+    """uvicorn's C-backed stack (`uvicorn[standard]`: the httptools parser, the uvloop event
+    loop) when it is installed, else its pure-Python one (h11, asyncio). httptools parses a
+    request for a fraction of h11's CPU, and uvloop does its socket I/O without giving up the GIL,
+    so the event loop never queues behind the writer thread for it."""
+    return {
+        "http": "httptools" if importlib.util.find_spec("httptools") else "h11",
+        "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+    }
 
 
 class _quiet_signals:
