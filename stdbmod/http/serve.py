@@ -17,7 +17,7 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 import uvicorn
 
@@ -150,10 +150,11 @@ def serve(
             server.should_exit = True
 
     app = create_app(lambda: Database.open(path, module), key=key, body_limit=body_limit, token_ttl=token_ttl, on_panic=on_panic)
+    stack = fast_stack()
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=30, access_log=access_log,
         proxy_headers=False,  # nothing here reads the client's address; one ASGI layer less per request
-        **fast_stack(),
+        http=stack.http, loop=stack.loop,
     )
     server = uvicorn.Server(config)
     with _quiet_signals():
@@ -161,15 +162,20 @@ def serve(
     return EXIT_PANIC if panicked.is_set() else 0
 
 
-def fast_stack() -> dict[str, str]:
+class Stack(NamedTuple):
+    http: str  # uvicorn's `http` setting
+    loop: str  # and its `loop`
+
+
+def fast_stack() -> Stack:
     """uvicorn's C-backed stack (`uvicorn[standard]`: the httptools parser, the uvloop event
     loop) when it is installed, else its pure-Python one (h11, asyncio). httptools parses a
     request for a fraction of h11's CPU, and uvloop does its socket I/O without giving up the GIL,
     so the event loop never queues behind the writer thread for it."""
-    return {
-        "http": "httptools" if importlib.util.find_spec("httptools") else "h11",
-        "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-    }
+    return Stack(
+        http="httptools" if importlib.util.find_spec("httptools") else "h11",
+        loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+    )
 
 
 class _quiet_signals:
