@@ -47,7 +47,7 @@ from .jobs import CallJob, Job, LifecycleJob, ScheduledJob
 from .schema_check import check_compatible
 from .tables import DbView
 from .transaction import TxView
-from .writer import Writer
+from .writer import Done, Writer
 
 FORMAT_VERSION = 1
 NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -94,8 +94,15 @@ def _encode_args(reducer: str, decoded: Any) -> bytes:
         raise ArgumentError(f"{reducer}: the arguments are nested too deeply") from None
 
 
-def _storage(where: str | os.PathLike[str] | Storage, **options: Any) -> Storage:
-    return where if isinstance(where, Storage) else LmdbStorage(os.fspath(where), **options)
+def _storage(where: str | os.PathLike[str] | Storage, module: Module, **options: Any) -> Storage:
+    if isinstance(where, Storage):
+        return where
+    options.setdefault("max_spaces", len(_spaces_of(module)))
+    return LmdbStorage(os.fspath(where), **options)
+
+
+def _spaces_of(module: Module) -> list[str]:
+    return [*spaces.SYSTEM, *(s for t in module.tables.values() for s in spaces.of_table(t))]
 
 
 class Database:
@@ -130,9 +137,9 @@ class Database:
         name = name or module.name.lower().replace("_", "-")
         if not NAME_RE.match(name):
             raise CallError(f"database name {name!r} must match {NAME_RE.pattern}")
-        storage = _storage(where, **storage_options)
+        storage = _storage(where, module, **storage_options)
         try:
-            storage.ensure_spaces([*spaces.SYSTEM, *(s for t in module.tables.values() for s in spaces.of_table(t))])
+            storage.ensure_spaces(_spaces_of(module))
             with storage.begin_read() as r:
                 if r.get(spaces.META, b"meta") is not None:
                     raise CallError("a database already exists there; open it instead")
@@ -173,7 +180,7 @@ class Database:
         module.finalize()
         if not isinstance(where, Storage) and not os.path.exists(os.path.join(os.fspath(where), "data.mdb")):
             raise DatabaseNotFound(f"no database at {os.fspath(where)}")
-        storage = _storage(where, **storage_options)
+        storage = _storage(where, module, **storage_options)
         try:
             with storage.begin_read() as r:
                 raw = r.get(spaces.META, b"meta")
@@ -182,7 +189,7 @@ class Database:
             meta = _meta_decoder.decode(raw)
             new_schema = module.describe()
             check_compatible(meta.schema, new_schema)
-            storage.ensure_spaces([*spaces.SYSTEM, *(s for t in module.tables.values() for s in spaces.of_table(t))])
+            storage.ensure_spaces(_spaces_of(module))
             if new_schema != meta.schema:
                 meta = msgspec.structs.replace(meta, schema=new_schema)
                 w = storage.begin_write()
@@ -306,14 +313,14 @@ class Database:
             raise CallError("a reducer cannot call db.call(); call the other reducer function directly")
         return self._writer.submit(job)
 
-    def _run(self, job: Job) -> Future[Any]:
+    def _run(self, job: Job) -> Future[Any] | Done:
         """As `_submit`, for a caller that waits for the result: run here if the writer is idle."""
         if self._writer.running_here():
             raise CallError("a reducer cannot call db.call(); call the other reducer function directly")
         return self._writer.run(job)
 
     @staticmethod
-    def _wait(fut: Future[Any]) -> Any:
+    def _wait(fut: Future[Any] | Done) -> Any:
         return fut.result()
 
     # --- schedules -----------------------------------------------------------------------------

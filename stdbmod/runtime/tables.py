@@ -66,6 +66,12 @@ class TableHandle:
         self._view = view
         self._t = table
         self._space = spaces.rows(table.name)
+        # The last row decoded and its column values as they were then: an update or delete of
+        # that row (find, change, update is the usual reducer) reuses them instead of decoding it
+        # again. Keyed by the stored bytes, so it is right whatever transaction asks, and a row
+        # the reducer changed in place since does not fool it.
+        self._last_raw = b""
+        self._last_vals: tuple[Any, ...] = ()
 
     @property
     def definition(self) -> TableDef:
@@ -73,7 +79,15 @@ class TableHandle:
         return self._t
 
     def _decode(self, raw: bytes) -> Any:
-        return self._t.decoder.decode(raw)
+        row = self._t.decoder.decode(raw)
+        self._last_raw, self._last_vals = raw, _astuple(row)
+        return row
+
+    def _vals_of(self, raw: bytes) -> tuple[Any, ...]:
+        """The column values of a stored row."""
+        if raw == self._last_raw:
+            return self._last_vals
+        return _astuple(self._t.decoder.decode(raw))
 
     def _row_at(self, pk_key: bytes) -> Any:
         raw = self._view.get_row(self._t, pk_key)
@@ -120,7 +134,7 @@ class TableHandle:
 
     def _replace(self, pk_key: bytes, old_raw: bytes, row: Any) -> Any:
         """Overwrite the row at pk_key with `row` (same primary key)."""
-        old_vals = _astuple(self._decode(old_raw))
+        old_vals = self._vals_of(old_raw)
         vals = _astuple(row)
         self._check_unique(vals, old_vals)
         self._view.write_row(self._t, pk_key, old_raw, msgpack_encoder.encode(row), old_vals, vals)
@@ -130,7 +144,7 @@ class TableHandle:
         old = self._view.get_row(self._t, pk_key)
         if old is None:
             return False
-        self._view.write_row(self._t, pk_key, old, None, _astuple(self._decode(old)), None)
+        self._view.write_row(self._t, pk_key, old, None, self._vals_of(old), None)
         return True
 
     def delete(self, row: Any) -> bool:

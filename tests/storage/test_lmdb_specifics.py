@@ -69,3 +69,26 @@ def test_spaces_and_data_survive_reopen(tmp_path: Path) -> None:
     with s.begin_read() as r:
         assert r.get("b", b"k") == b"v"
     s.close()
+
+
+def test_more_spaces_than_planned_reopens_with_room(tmp_path: Path) -> None:
+    """The env gets only the slots its spaces need (LMDB sizes every transaction by them);
+    asking for more, at once or across reopens, still works and keeps what was written."""
+    s = LmdbStorage(str(tmp_path), max_spaces=2)
+    first = [f"s{i}" for i in range(50)]
+    s.ensure_spaces(first)
+    w = s.begin_write()
+    for name in first:
+        w.put(name, b"k", name.encode())
+    w.commit()
+    more = [f"t{i}" for i in range(300)]
+    s.ensure_spaces(first + more)  # past the env's slots: reopened with room
+    w = s.begin_write()
+    w.put("t299", b"k", b"last")
+    w.commit()
+    s.close()
+    s = LmdbStorage(str(tmp_path))  # plans for none, finds 350 in the file
+    with s.begin_read() as r:
+        assert r.get("s0", b"k") == b"s0" and r.get("s49", b"k") == b"s49"
+        assert r.get("t299", b"k") == b"last"
+    s.close()
