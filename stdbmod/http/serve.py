@@ -10,7 +10,7 @@ exit with status 70.
 from __future__ import annotations
 
 import gc
-import importlib.util
+import importlib
 import logging
 import os
 import signal
@@ -189,10 +189,17 @@ def fast_stack() -> Stack:
     loop) when it is installed, else its pure-Python one (h11, asyncio). httptools parses a
     request for a fraction of h11's CPU, and uvloop does its socket I/O without giving up the GIL,
     so the event loop never queues behind the writer thread for it."""
-    return Stack(
-        http="httptools" if importlib.util.find_spec("httptools") else "h11",
-        loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-    )
+    return Stack(http="httptools" if _importable("httptools") else "h11", loop="uvloop" if _importable("uvloop") else "asyncio")
+
+
+def _importable(name: str) -> bool:
+    """Whether `name` imports: not only installed, but loadable (a wheel built for another
+    platform is installed and still fails), since uvicorn would fail at startup otherwise."""
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
 
 
 class _quiet_signals:

@@ -5,22 +5,46 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import sys
+from pathlib import Path
 from typing import Any
+
+import httpx
 
 import pytest
 from starlette.requests import ClientDisconnect, Request
 
 from stdbmod.http import inputs, render
 from stdbmod.http.serve import fast_stack
+
+from .servers import start_server
 from stdbmod.http.errors import HttpError
 
 
 def test_fast_stack_when_installed_else_the_pure_python_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = importlib.util.find_spec
-    if real("httptools") and real("uvloop"):
+    if importlib.util.find_spec("httptools") and importlib.util.find_spec("uvloop"):
         assert fast_stack() == ("httptools", "uvloop")
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("httptools", "uvloop") else real(name, *a))
+    monkeypatch.setitem(sys.modules, "httptools", None)  # what a missing or unloadable module looks like to import
+    assert fast_stack() == ("h11", fast_stack().loop)
+    monkeypatch.setitem(sys.modules, "uvloop", None)
     assert fast_stack() == ("h11", "asyncio")
+
+
+def test_serve_without_the_fast_stack_still_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m stdbmod.http` with httptools and uvloop unimportable runs on h11 and asyncio
+    (had it asked uvicorn for either, uvicorn would fail to import it and not start)."""
+    block = tmp_path / "block"
+    block.mkdir()
+    for name in ("httptools", "uvloop"):
+        (block / f"{name}.py").write_text("raise ImportError('not on this machine')\n")
+    monkeypatch.setenv("PYTHONPATH", str(block))  # after the worktree, before site-packages
+    server = start_server(tmp_path / "data")
+    try:
+        token = server.owner_token()
+        r = httpx.post(f"{server.base}/api:job-retry/jobs", json={"job_type": "x"}, headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 200 and r.json()["status"] == "queued"
+    finally:
+        server.stop()
 
 
 def _request(messages: list[dict[str, Any]], headers: list[tuple[bytes, bytes]] = []) -> Request:
