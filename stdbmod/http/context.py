@@ -108,6 +108,9 @@ def _has_connection_hooks(db: Database) -> bool:
 def _settle(waiter: asyncio.Future[Any], done: Future[Any]) -> None:
     if waiter.cancelled():  # the request went away; the call itself committed or not regardless
         return
+    if done.cancelled():
+        waiter.cancel()
+        return
     e = done.exception()
     if e is None:
         waiter.set_result(done.result())
@@ -122,5 +125,10 @@ async def _result(done: Future[Any]) -> Any:
     callback on the loop, which settles the waiter."""
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[Any] = loop.create_future()
-    done.add_done_callback(lambda f: loop.call_soon_threadsafe(_settle, waiter, f))
+    done.add_done_callback(lambda f: _wake(loop, waiter, f))
     return await waiter
+
+
+def _wake(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any], done: Future[Any]) -> None:
+    if not loop.is_closed():  # a call committed after the server stopped has nobody to answer
+        loop.call_soon_threadsafe(_settle, waiter, done)

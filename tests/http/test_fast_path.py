@@ -97,3 +97,33 @@ def test_json_answers_have_starlettes_headers(status: int) -> None:
     assert ours.status_code == status and ours.body == theirs.body and ours.raw_headers == theirs.raw_headers
     with_header = render.json_response({"error": "x"}, 401, headers={"WWW-Authenticate": "Bearer"})
     assert (b"www-authenticate", b"Bearer") in with_header.raw_headers
+
+
+def test_awaiting_the_writers_future() -> None:
+    from concurrent.futures import Future
+    import threading
+
+    from stdbmod.http.context import _result
+
+    async def main() -> None:
+        ok: Future[int] = Future()
+        threading.Timer(0, ok.set_result, [7]).start()  # settled from another thread, as the writer does
+        assert await _result(ok) == 7
+        bad: Future[int] = Future()
+        threading.Timer(0, bad.set_exception, [ValueError("no")]).start()
+        with pytest.raises(ValueError, match="no"):
+            await _result(bad)
+        cancelled: Future[int] = Future()
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await _result(cancelled)
+        late: Future[int] = Future()  # the request goes away first; the writer settles it later
+        task = asyncio.ensure_future(_result(late))
+        await asyncio.sleep(0)
+        task.cancel()
+        late.set_result(1)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0)  # the settle callback runs and finds the waiter cancelled: no error
+
+    asyncio.run(main())
