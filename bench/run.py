@@ -106,6 +106,8 @@ def run(sizes: Sizes, base_dir: str | None, only: list[str] | None, log: Callabl
     single = b.throughput(LIFE, "stdbmod in process, one call at a time", lambda d: inproc.single(d, s.single), f"module: {jq}")
     threads = b.throughput(LIFE, "stdbmod in process, 16 threads (group commit)", lambda d: inproc.threaded(d, s.group, 16))
     batch = b.throughput(LIFE, "stdbmod in process, call_many of 100 (group commit)", lambda d: inproc.batched(d, s.group, 100))
+    b.throughput(LIFE, "stdbmod in process, batch reducers of 100 (not group commit)", lambda d: inproc.batch_reducers(d, s.group, 100),
+                 "enqueue_many, claim_many, complete_many: 3 calls per 100 jobs")
 
     log("stdbmod over HTTP")
     http_rows = http_section(b, s)

@@ -7,6 +7,7 @@ it in your own module. See docs/retry.md.
 """
 
 from . import queries
+from .batch_reducers import Completion, NewTask
 from .errors import GiveUp, InvalidArgument, InvalidTransition, NotAuthorized, RetryableError, StaleLease, TaskNotFound
 from .handlers import Handler, HandlerContext
 from .limits import backoff_delay
@@ -55,6 +56,8 @@ __all__ = [
     "RetrySettings",
     "AttemptTimer",
     "LeaseTimer",
+    "NewTask",
+    "Completion",
     "Page",
     "queries",
     "is_admin",

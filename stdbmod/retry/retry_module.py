@@ -18,7 +18,7 @@ from typing import Any
 from ..module import Module
 from ..runtime import ReducerContext
 from ..types import Timestamp
-from . import admin_reducers, transitions, worker_reducers
+from . import admin_reducers, batch_reducers, transitions, worker_reducers
 from .errors import InvalidArgument
 from .handlers import Handler, HandlerContext, run_handler_attempt
 from .limits import check_name
@@ -46,6 +46,7 @@ class RetryModule:
         declare_tables(self.module)
         _register_lifecycle(self.module, self)
         worker_reducers.register(self.module, self)
+        batch_reducers.register(self.module, self)
         admin_reducers.register(self.module, self)
         _owners[id(self.module.tables["task"])] = self
 

@@ -1,0 +1,68 @@
+"""Instructions per reducer call of the retry lifecycle, counted by valgrind (callgrind).
+
+Wall-clock and even CPU-time figures move with whatever else runs on the machine; an instruction
+count does not, so this is the figure to compare before and after a change to the hot path:
+
+    python bench/instructions.py            # ~2 minutes: two runs under valgrind
+    python bench/instructions.py --tree DIR # the same for another checkout (a baseline)
+
+It runs N and N + 1000 lifecycles (enqueue, claim, complete; fsync off) and divides the
+difference by the 3,000 calls, so start-up and imports cancel out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+_LIFECYCLES = """
+import sys, tempfile
+from stdbmod import Database, Identity
+from stdbmod.retry import create_retry_module
+owner = Identity.from_claims("bench", "owner")
+db = Database.create(tempfile.mkdtemp(), create_retry_module().module, owner=owner, durable=False)
+for i in range(int(sys.argv[1])):
+    db.call("enqueue", "email", None, {"i": i}, sender=owner)
+    c = db.call("claim", None, "w", sender=owner)
+    db.call("complete", c.id, {"ok": True}, sender=owner)
+db.close()
+"""
+
+
+def instructions(tree: str, lifecycles: int) -> int:
+    with tempfile.TemporaryDirectory() as d:
+        script = os.path.join(d, "lifecycles.py")
+        with open(script, "w") as f:
+            f.write(_LIFECYCLES)
+        env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
+        out = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={os.path.join(d, 'cg.out')}", sys.executable, script, str(lifecycles)],
+            env=env, capture_output=True, text=True, check=True,
+        ).stderr
+    m = re.search(r"Collected : (\d+)", out)
+    if m is None:
+        raise RuntimeError(f"no instruction count in valgrind's output:\n{out[-2000:]}")
+    return int(m.group(1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tree", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), help="checkout whose stdbmod to measure")
+    p.add_argument("--base", type=int, default=300, help="lifecycles of the first run (start-up cost)")
+    a = p.parse_args(argv)
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
+        return 2
+    first = instructions(a.tree, a.base)
+    second = instructions(a.tree, a.base + 1000)
+    print(f"{(second - first) / 3000:,.0f} instructions per reducer call (retry lifecycle, fsync off; {a.tree})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
