@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import cast
 
 import msgspec
 
@@ -29,27 +30,61 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PREFIX = "/api:job-retry"
 
 
-class _Conn:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, token: str) -> None:
-        self.r = reader
-        self.w = writer
-        self.head = f"Host: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+class _Conn(asyncio.Protocol):
+    """One keep-alive connection, one request at a time. A bare Protocol parsing the answers
+    itself (header block, Content-Length): the streams API costs several futures and a copy per
+    answer, CPU that on 2 cores the generator would take from the server it measures."""
 
-    async def post(self, path: str, body: bytes) -> bytes:
-        self.w.write(f"POST {path} HTTP/1.1\r\n{self.head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
-        head = await self.r.readuntil(b"\r\n\r\n")
-        status = int(head[9:12])
-        length = -1
+    def __init__(self, token: str) -> None:
+        self.head = f"Host: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n".encode()
+        self.buf = bytearray()
+        self.waiter: asyncio.Future[bytes] | None = None
+        self.transport: asyncio.Transport | None = None
+        self.lost: Exception | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = exc or ConnectionError("the server closed the connection")
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(self.lost)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0 or self.waiter is None:
+            return
+        head = bytes(self.buf[:end])
+        length = 0
         for line in head.split(b"\r\n")[1:]:
             name, _, value = line.partition(b":")
-            if name.lower() == b"content-length":
+            name = name.lower()
+            if name == b"content-length":
                 length = int(value)
-            elif name.lower() == b"transfer-encoding":
-                raise RuntimeError("chunked responses are not supported by the load generator")
-        data = await self.r.readexactly(length) if length > 0 else b""
+            elif name == b"transfer-encoding":
+                self.waiter.set_exception(RuntimeError("chunked responses are not supported by the load generator"))
+                return
+        if len(self.buf) < end + 4 + length:
+            return
+        body = bytes(self.buf[end + 4 : end + 4 + length])
+        del self.buf[: end + 4 + length]
+        status = int(head[9:12])
         if status != 200:
-            raise RuntimeError(f"POST {path}: HTTP {status}: {data[:300]!r}")
-        return data
+            self.waiter.set_exception(RuntimeError(f"HTTP {status}: {body[:300]!r}"))
+        else:
+            self.waiter.set_result(body)
+
+    async def post(self, path: bytes, body: bytes) -> bytes:
+        if self.lost is not None:
+            raise self.lost
+        assert self.transport is not None
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(b"POST %s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n%s" % (path, self.head, len(body), body))
+        try:
+            return await self.waiter
+        except RuntimeError as e:
+            raise RuntimeError(f"POST {path.decode()}: {e}") from None
 
 
 class _Job(msgspec.Struct):
@@ -65,18 +100,18 @@ _claim_decoder = msgspec.json.Decoder(_Claim)
 
 
 async def _worker(port: int, token: str, jobs: int, k: int) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    c = _Conn(reader, writer, token)
+    transport, c = await asyncio.get_running_loop().create_connection(lambda: _Conn(token), "127.0.0.1", port)
     claim_body = json.dumps({"worker_id": f"w{k}"}).encode()
+    enqueue, claim = f"{PREFIX}/jobs".encode(), f"{PREFIX}/jobs/claim".encode()
     try:
         for i in range(jobs):
-            await c.post(f"{PREFIX}/jobs", b'{"job_type": "bench", "payload": {"n": %d}}' % i)
-            got = _claim_decoder.decode(await c.post(f"{PREFIX}/jobs/claim", claim_body))
+            await c.post(enqueue, b'{"job_type": "bench", "payload": {"n": %d}}' % i)
+            got = _claim_decoder.decode(await c.post(claim, claim_body))
             if not got.claimed or got.job is None:
                 raise RuntimeError("a claim found nothing, though every worker enqueues before it claims")
-            await c.post(f"{PREFIX}/jobs/{got.job.id}/complete", b'{"result": {"ok": true}}')
+            await c.post(b"%s/jobs/%d/complete" % (PREFIX.encode(), got.job.id), b'{"result": {"ok": true}}')
     finally:
-        writer.close()
+        transport.close()
 
 
 async def _generate(port: int, token: str, jobs: int, workers: int) -> float:
@@ -87,7 +122,12 @@ async def _generate(port: int, token: str, jobs: int, workers: int) -> float:
 
 
 def generate(port: int, token: str, jobs: int, workers: int) -> dict[str, float]:
-    elapsed = asyncio.run(_generate(port, token, jobs, workers))
+    try:
+        import uvloop  # installed with stdbmod (uvicorn[standard]); the leaner loop
+    except ImportError:
+        elapsed = asyncio.run(_generate(port, token, jobs, workers))
+    else:
+        elapsed = uvloop.run(_generate(port, token, jobs, workers))
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return {"jobs": jobs // workers * workers, "elapsed": elapsed, "client_cpu": ru.ru_utime + ru.ru_stime}
 
@@ -109,14 +149,18 @@ def run(path: str, jobs: int, workers: int) -> float:
         wait_port(port, server, "stdbmod serve")
         with open(os.path.join(data, "owner.token")) as f:
             token = f.read().strip()
+        cpu0 = _process_cpu(server.pid)
         gen = subprocess.run(
             [sys.executable, "-m", "bench.http_load", "gen", str(port), token, str(jobs), str(workers)],
             env=env, cwd=ROOT, capture_output=True, text=True,
         )
         if gen.returncode != 0:
             raise RuntimeError(f"load generator failed:\n{gen.stderr[-2000:]}")
+        cpu1 = _process_cpu(server.pid)
         m = json.loads(gen.stdout.strip().splitlines()[-1])
         LAST_CLIENT_CPU.append(m["client_cpu"] / m["elapsed"])
+        if cpu0 is not None and cpu1 is not None:
+            LAST_SERVER_CPU_US.append((cpu1 - cpu0) / (3 * m["jobs"]) * 1e6)
         return float(m["jobs"] / m["elapsed"])
     finally:
         server.send_signal(signal.SIGTERM)
@@ -128,6 +172,18 @@ def run(path: str, jobs: int, workers: int) -> float:
 
 
 LAST_CLIENT_CPU: list[float] = []  # the generator's CPU use / wall time, per run (1.0 = one core)
+LAST_SERVER_CPU_US: list[float] = []  # the server's CPU time (all its threads) per request, in us
+
+
+def _process_cpu(pid: int) -> float | None:
+    """User + system CPU seconds of process `pid` so far (Linux /proc; None elsewhere). The
+    machine may be shared, so CPU per request says more about the server than requests/s."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 if __name__ == "__main__":
     if sys.argv[1] != "gen":

@@ -166,10 +166,14 @@ def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
         return out
     for w, n in zip((1, 4, 16), s.http):
         http_load.LAST_CLIENT_CPU.clear()
+        http_load.LAST_SERVER_CPU_US.clear()
         out[w] = b.throughput(LIFE, f"stdbmod over HTTP, {w} workers", functools.partial(_http, http_load.run, n, w), reps=s.http_reps)
         if out[w].samples:
             cpu = sorted(http_load.LAST_CLIENT_CPU)[len(http_load.LAST_CLIENT_CPU) // 2]
             out[w].note = f"seed 000 routes, `stdbmod serve`; load generator in its own process used {cpu:.0%} of a core"
+            if http_load.LAST_SERVER_CPU_US:
+                us = sorted(http_load.LAST_SERVER_CPU_US)[len(http_load.LAST_SERVER_CPU_US) // 2]
+                out[w].note += f"; server CPU {us:.0f} us per request"
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from concurrent.futures import Future
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -20,11 +21,13 @@ from ..types import ConnectionId, Identity
 from . import inputs
 from ..local.tokens import InvalidToken, SigningKey
 from .errors import HttpError
+from .tokencache import VerifiedTokens
 
 
 class ServerContext:
     def __init__(self, key: SigningKey, *, body_limit: int = inputs.DEFAULT_BODY_LIMIT, token_ttl: float | None = None) -> None:
         self.key = key
+        self.tokens = VerifiedTokens(key)
         self.body_limit = body_limit
         self.token_ttl = token_ttl
         self._db: Database | None = None
@@ -59,7 +62,7 @@ class ServerContext:
         token = inputs.bearer(request)
         if token is None:
             raise InvalidToken("missing token: send Authorization: Bearer <token> (POST /v1/identity mints one)")
-        return self.key.verify_token(token).identity
+        return self.tokens.identity(token)
 
     def optional_caller(self, request: Request) -> Identity | None:
         """None without an Authorization header; a header that is there must be valid."""
@@ -72,8 +75,7 @@ class ServerContext:
         """SpacetimeDB runs `client_connected` / `client_disconnected` around each HTTP call. Do
         so only for modules that declare them, so others pay one transaction per call, not three.
         A connection refused by `client_connected` is a 403."""
-        hooks = db.module.lifecycle
-        if not hooks["client_connected"] and not hooks["client_disconnected"]:
+        if not _has_connection_hooks(db):
             yield None
             return
         try:
@@ -88,9 +90,45 @@ class ServerContext:
     async def call(self, db: Database, reducer: str, *args: Any, sender: Identity) -> Any:
         """Call a reducer without blocking the event loop: the request waits on the writer's
         future, so concurrent requests share one commit (group commit)."""
+        if not _has_connection_hooks(db):  # the common case, without the context manager's cost
+            return await _result(db.submit(reducer, *args, sender=sender))
         async with self.connection(db, sender) as conn:
-            return await asyncio.wrap_future(db.submit(reducer, *args, sender=sender, connection_id=conn))
+            return await _result(db.submit(reducer, *args, sender=sender, connection_id=conn))
 
     async def call_json(self, db: Database, reducer: str, raw: bytes, *, sender: Identity) -> Any:
         async with self.connection(db, sender) as conn:
-            return await asyncio.wrap_future(db.submit_json(reducer, raw, sender=sender, connection_id=conn))
+            return await _result(db.submit_json(reducer, raw, sender=sender, connection_id=conn))
+
+
+def _has_connection_hooks(db: Database) -> bool:
+    hooks = db.module.lifecycle
+    return bool(hooks["client_connected"] or hooks["client_disconnected"])
+
+
+def _settle(waiter: asyncio.Future[Any], done: Future[Any]) -> None:
+    if waiter.cancelled():  # the request went away; the call itself committed or not regardless
+        return
+    if done.cancelled():
+        waiter.cancel()
+        return
+    e = done.exception()
+    if e is None:
+        waiter.set_result(done.result())
+    else:
+        waiter.set_exception(e)
+
+
+async def _result(done: Future[Any]) -> Any:
+    """Await a writer's future from the event loop. Leaner than `asyncio.wrap_future`, which
+    also chains cancellation back to the writer's future (a queued call is never cancelled)
+    and checks both futures' states on every hand-over: here the writer thread schedules one
+    callback on the loop, which settles the waiter."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[Any] = loop.create_future()
+    done.add_done_callback(lambda f: _wake(loop, waiter, f))
+    return await waiter
+
+
+def _wake(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any], done: Future[Any]) -> None:
+    if not loop.is_closed():  # a call committed after the server stopped has nobody to answer
+        loop.call_soon_threadsafe(_settle, waiter, done)

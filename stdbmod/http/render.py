@@ -13,9 +13,25 @@ from ..types import Identity, Timestamp
 from . import wire
 
 
+class _JsonResponse(Response):
+    """A 200..299 JSON answer without extra headers: its two headers written directly, as
+    Starlette's `init_headers` would write them (content-length, then content-type)."""
+
+    media_type = "application/json"
+
+    def __init__(self, body: bytes, status_code: int) -> None:
+        self.status_code = status_code
+        self.background = None
+        self.body = body
+        self.raw_headers = [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
+
+
 def json_response(content: Any, status_code: int = 200, headers: Mapping[str, str] | None = None) -> Response:
     """`content` (Structs, special types, plain data) as JSON, encoded by msgspec."""
-    return Response(codec.json_encoder.encode(content), status_code, headers=headers, media_type="application/json")
+    body = codec.json_encoder.encode(content)
+    if headers is None and 200 <= status_code < 300 and status_code != 204:
+        return _JsonResponse(body, status_code)
+    return Response(body, status_code, headers=headers, media_type="application/json")
 
 
 def millis(t: Timestamp | None) -> int | None:

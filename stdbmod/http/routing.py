@@ -13,6 +13,7 @@ from typing import Any, Literal
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from .context import ServerContext
 
@@ -47,9 +48,23 @@ def build_routes(endpoints: list[Endpoint], ctx: ServerContext) -> list[Route]:
     return [_route(path, handlers, ctx) for path, handlers in by_path.items()]
 
 
-def _route(path: str, handlers: dict[str, Handler], ctx: ServerContext) -> Route:
-    async def endpoint(request: Request) -> Response:
-        method = "GET" if request.method == "HEAD" else request.method
-        return await handlers[method](ctx, request)
+class _Dispatch:
+    """The ASGI app of one path: calls the handler for the method and sends its response.
 
-    return Route(path, endpoint, methods=list(handlers), name=path)
+    Being a plain ASGI app (not a function) spares each request Starlette's `request_response`
+    wrapper and its second exception-handling layer; an exception raised here reaches the app's
+    `ExceptionMiddleware`, which answers it with the same handlers."""
+
+    def __init__(self, handlers: dict[str, Handler], ctx: ServerContext) -> None:
+        self.handlers = handlers
+        self.ctx = ctx
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method: str = scope["method"]
+        handler = self.handlers["GET" if method == "HEAD" else method]  # the Route checked the method
+        response = await handler(self.ctx, Request(scope, receive, send))
+        await response(scope, receive, send)
+
+
+def _route(path: str, handlers: dict[str, Handler], ctx: ServerContext) -> Route:
+    return Route(path, _Dispatch(handlers, ctx), methods=list(handlers), name=path)

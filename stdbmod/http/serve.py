@@ -9,6 +9,8 @@ exit with status 70.
 
 from __future__ import annotations
 
+import gc
+import importlib
 import logging
 import os
 import signal
@@ -16,7 +18,7 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 import uvicorn
 
@@ -123,11 +125,13 @@ def serve(
     token_ttl: float | None = None,
     body_limit: int = inputs.DEFAULT_BODY_LIMIT,
     log_level: str = "info",
+    access_log: bool = False,
 ) -> int:
     """Serve the database at `data_dir` on `host`:`port` until SIGTERM/SIGINT, publishing
     `module_path` (see `resolve_module`) first when there is none, owned by `owner`, or the
     identity of `owner_token`, or the CLI's identity. Returns the exit status: 0, or 70 after a
-    storage panic. Raises ServeError (and other StdbErrors) when it cannot start."""
+    storage panic. Raises ServeError (and other StdbErrors) when it cannot start. `access_log`
+    logs a line per request (at info level), which costs CPU on every request."""
     path = Path(data_dir)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -147,11 +151,55 @@ def serve(
             server.should_exit = True
 
     app = create_app(lambda: Database.open(path, module), key=key, body_limit=body_limit, token_ttl=token_ttl, on_panic=on_panic)
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=30)
+    stack = fast_stack()
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=30, access_log=access_log,
+        proxy_headers=False,  # nothing here reads the client's address; one ASGI layer less per request
+        http=stack.http, loop=stack.loop,
+    )
     server = uvicorn.Server(config)
+    _tune_gc()
     with _quiet_signals():
         server.run()
     return EXIT_PANIC if panicked.is_set() else 0
+
+
+GC_GEN0_THRESHOLD = 10_000
+
+
+def _tune_gc() -> None:
+    """Each request allocates a few hundred container objects that reference counting frees,
+    yet with CPython's default threshold (700) the cycle collector still ran about every 20
+    requests, walking what had just been allocated: ~75 ms per 6,000 requests under load, and
+    ~15-30 ms with a 10,000 threshold. Freezing what startup made (modules, the app) keeps it
+    out of every later full collection. Garbage cycles are still collected, just in bigger
+    rounds."""
+    gc.freeze()
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
+
+
+class Stack(NamedTuple):
+    http: str  # uvicorn's `http` setting
+    loop: str  # and its `loop`
+
+
+def fast_stack() -> Stack:
+    """uvicorn's C-backed stack (`uvicorn[standard]`: the httptools parser, the uvloop event
+    loop) when it is installed, else its pure-Python one (h11, asyncio). httptools parses a
+    request for a fraction of h11's CPU, and uvloop does its socket I/O without giving up the GIL,
+    so the event loop never queues behind the writer thread for it."""
+    return Stack(http="httptools" if _importable("httptools") else "h11", loop="uvloop" if _importable("uvloop") else "asyncio")
+
+
+def _importable(name: str) -> bool:
+    """Whether `name` imports: not only installed, but loadable (a wheel built for another
+    platform is installed and still fails), since uvicorn would fail at startup otherwise."""
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
 
 
 class _quiet_signals:

@@ -37,3 +37,22 @@ def test_quick_bench_prints_the_table(tmp_path: Path) -> None:
     assert any("skipped in quick mode" in row["skipped"] for row in rows.values())  # the server peers
     assert len(data["targets"]) == 5
     assert out_md.read_text().count("| measurement |") >= 3
+
+
+def test_quick_bench_measures_http_with_the_servers_cpu(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--dir", str(tmp_path), "--only", "HTTP, 4 workers"],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    [line] = [x for x in r.stdout.splitlines() if x.startswith("stdbmod over HTTP, 4 workers")]
+    assert "server CPU" in line and "us per request" in line and "load generator" in line
+
+
+def test_http_cpu_splits_the_servers_cpu_by_thread() -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "bench.http_cpu", "48", "4"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "4 workers:" in r.stdout and "server CPU" in r.stdout and "event loop (main thread)" in r.stdout

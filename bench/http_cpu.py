@@ -1,0 +1,87 @@
+"""Where the HTTP server's CPU goes per request: one `stdbmod serve` driven by the load generator
+of bench/http_load.py (the durable lifecycle over seed 000's routes), reporting the server's CPU
+time per request split by thread (the event loop, the writer, the scheduler), and the client's.
+On a shared machine, CPU per request is steadier than requests/s.
+
+    python -m bench.http_cpu JOBS WORKERS [--py-spy OUT]   # OUT.txt: raw stacks, else an SVG
+
+With --py-spy, py-spy records the server (GIL holders only, every thread) while the load runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+from .http_load import ROOT, _process_cpu
+from .servers import free_port, wait_port
+
+
+def _threads(pid: int) -> dict[str, tuple[str, float]]:
+    """Each thread of `pid`: its name and CPU seconds so far (Linux /proc)."""
+    out: dict[str, tuple[str, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat.rpartition(")")[2].split()
+        out[tid] = (stat[stat.index("(") + 1 : stat.rindex(")")], (int(fields[11]) + int(fields[12])) / tick)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("jobs", type=int)
+    ap.add_argument("workers", type=int)
+    ap.add_argument("--py-spy", dest="py_spy", metavar="OUT")
+    a = ap.parse_args()
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    with tempfile.TemporaryDirectory(prefix="stdbmod-http-cpu-") as d:
+        data, port = os.path.join(d, "data"), free_port()
+        server = subprocess.Popen([sys.executable, "-m", "stdbmod.http", "--data", data, "--port", str(port), "--log-level", "warning"],
+                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        spy = None
+        try:
+            wait_port(port, server, "stdbmod serve")
+            with open(os.path.join(data, "owner.token")) as f:
+                token = f.read().strip()
+            if a.py_spy:
+                fmt = "raw" if a.py_spy.endswith(".txt") else "flamegraph"
+                spy = subprocess.Popen(["py-spy", "record", "--gil", "--threads", "-r", "500", "-f", fmt, "-o", a.py_spy, "--pid", str(server.pid)],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            before, cpu0 = _threads(server.pid), _process_cpu(server.pid)
+            gen = subprocess.run([sys.executable, "-m", "bench.http_load", "gen", str(port), token, str(a.jobs), str(a.workers)],
+                                 env=env, cwd=ROOT, capture_output=True, text=True)
+            after, cpu1 = _threads(server.pid), _process_cpu(server.pid)
+        finally:
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)
+                spy.wait()
+            server.send_signal(signal.SIGTERM)
+            server.wait(30)
+    if gen.returncode != 0:
+        raise SystemExit(f"load generator failed:\n{gen.stderr[-2000:]}")
+    m = json.loads(gen.stdout.strip().splitlines()[-1])
+    requests = 3 * m["jobs"]
+    assert cpu0 is not None and cpu1 is not None
+    print(f"{a.workers} workers: {m['jobs'] / m['elapsed']:.0f} jobs/s, {requests / m['elapsed']:.0f} requests/s")
+    print(f"server CPU {(cpu1 - cpu0) / requests * 1e6:.0f} us/request; client CPU {m['client_cpu'] / requests * 1e6:.0f} us/request")
+    # /proc names every Python thread "python" (py-spy shows the runtime's names): the main thread
+    # is the event loop, then come the runtime's writer and scheduler, started in that order.
+    for i, (tid, (name, t1)) in enumerate(sorted(after.items(), key=lambda kv: int(kv[0]))):
+        used = t1 - before.get(tid, (name, 0.0))[1]
+        if used > 0:
+            label = {0: "event loop (main thread)", 1: "thread 1 (the writer)", 2: "thread 2 (the scheduler)"}.get(i, f"thread {i} ({name})")
+            print(f"  {label}: {used / requests * 1e6:.0f} us/request")
+
+
+if __name__ == "__main__":
+    main()
