@@ -16,11 +16,16 @@ def rm() -> RetryModule:
     return create_retry_module()
 
 
-@pytest.fixture
-def db(tmp_path: Path, rm: RetryModule, clock: ManualClock) -> Iterator[Database]:
+def published(where: Path, rm: RetryModule, clock: ManualClock) -> Database:
     """A retry database published by ADMIN, with WORKER and WORKER2 granted the worker role."""
-    d = Database.create(tmp_path / "db", rm.module, owner=ADMIN, clock=clock, durable=False)
+    d = Database.create(where, rm.module, owner=ADMIN, clock=clock, durable=False)
     d.call("grant_worker", WORKER, sender=ADMIN)
     d.call("grant_worker", WORKER2, sender=ADMIN)
+    return d
+
+
+@pytest.fixture
+def db(tmp_path: Path, rm: RetryModule, clock: ManualClock) -> Iterator[Database]:
+    d = published(tmp_path / "db", rm, clock)
     yield d
     d.close()

@@ -14,6 +14,7 @@ from stdbmod.errors import ArgumentError
 from stdbmod.retry import Completion, InvalidArgument, InvalidTransition, NewTask, NotAuthorized, RetryModule, StaleLease, TaskStatus
 from stdbmod.retry.batch_reducers import MAX_BATCH
 
+from tests.retry.conftest import published
 from tests.retry.support import ADMIN, STRANGER, WORKER, WORKER2
 
 TABLES = ("task", "attempt", "lease_timer", "attempt_timer")
@@ -27,9 +28,7 @@ def rows(db: Database) -> dict[str, list[Any]]:
 @pytest.fixture
 def twin(tmp_path: Path, rm: RetryModule, clock: ManualClock) -> Iterator[Database]:
     """A second database like `db` (same clock): the one-at-a-time side of each comparison."""
-    d = Database.create(tmp_path / "twin", rm.module, owner=ADMIN, clock=clock, durable=False)
-    d.call("grant_worker", WORKER, sender=ADMIN)
-    d.call("grant_worker", WORKER2, sender=ADMIN)
+    d = published(tmp_path / "twin", rm, clock)
     yield d
     d.close()
 
