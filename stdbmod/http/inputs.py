@@ -66,9 +66,13 @@ def _decoder(typ: Hashable) -> msgspec.json.Decoder[Any]:
 
 
 @lru_cache(maxsize=None)
-def _int_fields(typ: Hashable) -> frozenset[str]:
-    """The fields of Struct `typ` that may hold an integer (and not any JSON value)."""
+def _int_fields(typ: Hashable) -> dict[str, Any]:
+    """Where Struct `typ` may hold an integer (and not any JSON value): field -> True, or, for a
+    list of Structs (a batch body), field -> the same map for its items."""
+    return _plan(msgspec.inspect.type_info(typ))
 
+
+def _plan(info: msgspec.inspect.Type) -> dict[str, Any]:
     def has_int(t: msgspec.inspect.Type) -> bool:
         if isinstance(t, msgspec.inspect.Metadata):
             return has_int(t.type)
@@ -76,17 +80,35 @@ def _int_fields(typ: Hashable) -> frozenset[str]:
             return any(has_int(u) for u in t.types)
         return isinstance(t, msgspec.inspect.IntType)
 
-    info = msgspec.inspect.type_info(typ)
+    def items(t: msgspec.inspect.Type) -> msgspec.inspect.Type | None:
+        if isinstance(t, msgspec.inspect.Metadata):
+            return items(t.type)
+        return t.item_type if isinstance(t, msgspec.inspect.ListType) else None
+
     if not isinstance(info, msgspec.inspect.StructType):
-        return frozenset()
-    return frozenset(f.encode_name for f in info.fields if has_int(f.type))
+        return {}
+    plan: dict[str, Any] = {}
+    for f in info.fields:
+        if has_int(f.type):
+            plan[f.encode_name] = True
+        elif (item := items(f.type)) is not None and (sub := _plan(item)):
+            plan[f.encode_name] = sub
+    return plan
 
 
-def _integral_floats(obj: Any, fields: frozenset[str]) -> Any:
+def _integral_floats(obj: Any, plan: dict[str, Any]) -> Any:
     """JSON Schema counts 5.0 as an integer, and some clients write integers that way."""
     if not isinstance(obj, dict):
         return obj
-    return {k: int(v) if k in fields and isinstance(v, float) and v.is_integer() else v for k, v in obj.items()}
+    out = {}
+    for k, v in obj.items():
+        p = plan.get(k)
+        if p is True and isinstance(v, float) and v.is_integer():
+            v = int(v)
+        elif isinstance(p, dict) and isinstance(v, list):
+            v = [_integral_floats(x, p) for x in v]
+        out[k] = v
+    return out
 
 
 def decode(raw: bytes, typ: type[T], *, empty: bytes = b"{}") -> T:

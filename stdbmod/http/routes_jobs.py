@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import StdbError
-from ..retry import queries
+from ..retry import Completion, NewTask, queries
 from ..types import Identity, Timestamp
 from . import inputs, render, wire
 from .context import ServerContext
@@ -98,6 +98,36 @@ async def claim(ctx: ServerContext, request: Request) -> Response:
     return json_response(wire.Claim(claimed=False) if task is None else wire.Claim(claimed=True, job=render.job(task)))
 
 
+# --- batches (the retry module's batch reducers; one transaction each) ------------------------------
+
+
+async def enqueue_many(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    b = await inputs.body(request, wire.EnqueueManyBody, ctx.body_limit)
+    specs = [
+        NewTask(j.job_type, j.queue, j.payload, j.max_attempts, j.backoff_seconds, _run_after(j.run_after), j.priority, j.idempotency_key)
+        for j in b.jobs
+    ]
+    tasks = await _write(ctx, "enqueue_many", specs, sender=caller)
+    return json_response(wire.Jobs([render.job(t) for t in tasks]))
+
+
+async def claim_many(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    b = await inputs.body(request, wire.ClaimManyBody, ctx.body_limit)
+    tasks = await _write(ctx, "claim_many", b.limit, b.queue, b.worker_id, b.lease_seconds, sender=caller)
+    return json_response(wire.Jobs([render.job(t) for t in tasks]))
+
+
+async def complete_many(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    b = await inputs.body(request, wire.CompleteManyBody, ctx.body_limit)
+    if any(j.id > MAX_ID for j in b.jobs):
+        raise HttpError(404, f"no such job: {max(j.id for j in b.jobs)}")
+    tasks = await _write(ctx, "complete_many", [Completion(j.id, j.result) for j in b.jobs], sender=caller)
+    return json_response(wire.Jobs([render.job(t) for t in tasks]))
+
+
 def _job_action(reducer: str, body_type: Any, *fields: str) -> Callable[[ServerContext, Request], Awaitable[Response]]:
     """A route that calls `reducer(job_id, *body fields)` as the caller and answers the job."""
 
@@ -156,6 +186,12 @@ ENDPOINTS = [
     Endpoint("GET", _J, list_jobs, "List jobs, filtered and paginated (admin)", "jobs", "admin", response=wire.JobPage, query=wire.ListQuery, errors=(400, 403)),
     Endpoint("POST", _J + "/claim", claim, "Claim the next ready job (atomic queued -> running, with a lease)", "jobs", "worker",
              response=wire.Claim, body=wire.ClaimBody, errors=(400, 403, 413)),
+    Endpoint("POST", _J + "/enqueue_many", enqueue_many, "Enqueue several jobs in one transaction, all or none", "jobs", "worker",
+             response=wire.Jobs, body=wire.EnqueueManyBody, body_required=True, errors=(400, 403, 409, 413)),
+    Endpoint("POST", _J + "/claim_many", claim_many, "Claim up to `limit` ready jobs, each with its own lease", "jobs", "worker",
+             response=wire.Jobs, body=wire.ClaimManyBody, body_required=True, errors=(400, 403, 413)),
+    Endpoint("POST", _J + "/complete_many", complete_many, "Report success for several jobs the caller holds, all or none", "jobs", "worker",
+             response=wire.Jobs, body=wire.CompleteManyBody, body_required=True, errors=_WORKER),
     Endpoint("GET", _ID, get_job, "One job (admin or worker)", "jobs", "worker", response=wire.Job, errors=(403, 404)),
     Endpoint("POST", _ID + "/complete", complete, "Report success (lease holder only)", "jobs", "worker", response=wire.Job, body=wire.CompleteBody, errors=_WORKER),
     Endpoint("POST", _ID + "/fail", fail, "Report a failure: back to queued with backoff, or dead when exhausted (lease holder only)", "jobs", "worker",

@@ -46,6 +46,29 @@ class CompleteBody(msgspec.Struct, forbid_unknown_fields=True):
     result: Any = None
 
 
+MAX_BATCH = 1000  # the retry module's limit per batch call
+
+
+class EnqueueManyBody(msgspec.Struct, forbid_unknown_fields=True):
+    jobs: Annotated[list[EnqueueBody], Meta(min_length=1, max_length=MAX_BATCH)]
+
+
+class ClaimManyBody(msgspec.Struct, forbid_unknown_fields=True):
+    limit: Annotated[int, Meta(ge=1, le=MAX_BATCH)]
+    queue: Name | None = None
+    worker_id: Name | None = None
+    lease_seconds: Seconds | None = None
+
+
+class CompleteItem(msgspec.Struct, forbid_unknown_fields=True):
+    id: Annotated[int, Meta(ge=0)]
+    result: Any = None
+
+
+class CompleteManyBody(msgspec.Struct, forbid_unknown_fields=True):
+    jobs: Annotated[list[CompleteItem], Meta(min_length=1, max_length=MAX_BATCH)]
+
+
 class FailBody(msgspec.Struct, forbid_unknown_fields=True):
     error: Text
 
@@ -123,6 +146,12 @@ class Claim(msgspec.Struct, omit_defaults=True):
 
     claimed: bool
     job: Job | None = None
+
+
+class Jobs(msgspec.Struct):
+    """The jobs a batch route made, claimed or completed, in order."""
+
+    jobs: list[Job]
 
 
 class JobPage(msgspec.Struct):
