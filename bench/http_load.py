@@ -6,7 +6,7 @@ Each of W workers owns one connection and runs its share of the lifecycle with s
 routes: POST /api:job-retry/jobs, POST /api:job-retry/jobs/claim, POST
 /api:job-retry/jobs/{id}/complete, as the database's owner (an admin).
 
-    python -m bench.http_load gen PORT TOKEN JOBS WORKERS   # the generator; prints JSON
+    python -m bench.http_load gen PORT TOKEN JOBS WORKERS [BATCH]   # the generator; prints JSON
 """
 
 from __future__ import annotations
@@ -114,26 +114,56 @@ async def _worker(port: int, token: str, jobs: int, k: int) -> None:
         transport.close()
 
 
-async def _generate(port: int, token: str, jobs: int, workers: int) -> float:
+class _Jobs(msgspec.Struct):
+    jobs: list[_Job]
+
+
+_jobs_decoder = msgspec.json.Decoder(_Jobs)
+
+
+async def _batch_worker(port: int, token: str, jobs: int, k: int, batch: int) -> None:
+    """The lifecycle through the batch routes: enqueue_many, claim_many, complete_many of
+    `batch` jobs each."""
+    transport, c = await asyncio.get_running_loop().create_connection(lambda: _Conn(token), "127.0.0.1", port)
+    p = PREFIX.encode()
+    try:
+        for first in range(0, jobs, batch):
+            n = min(batch, jobs - first)
+            items = ",".join('{"job_type": "bench", "payload": {"n": %d}}' % (first + i) for i in range(n))
+            await c.post(p + b"/jobs/enqueue_many", b'{"jobs": [%s]}' % items.encode())
+            got = _jobs_decoder.decode(await c.post(p + b"/jobs/claim_many", b'{"limit": %d, "worker_id": "w%d"}' % (n, k)))
+            if len(got.jobs) != n:
+                raise RuntimeError(f"claim_many took {len(got.jobs)} of {n}, though every worker enqueues before it claims")
+            done = ",".join('{"id": %d, "result": {"ok": true}}' % j.id for j in got.jobs)
+            await c.post(p + b"/jobs/complete_many", b'{"jobs": [%s]}' % done.encode())
+    finally:
+        transport.close()
+
+
+async def _generate(port: int, token: str, jobs: int, workers: int, batch: int = 0) -> float:
     per = jobs // workers
     t0 = time.perf_counter()
-    await asyncio.gather(*(_worker(port, token, per, k) for k in range(workers)))
+    if batch:
+        await asyncio.gather(*(_batch_worker(port, token, per, k, batch) for k in range(workers)))
+    else:
+        await asyncio.gather(*(_worker(port, token, per, k) for k in range(workers)))
     return time.perf_counter() - t0
 
 
-def generate(port: int, token: str, jobs: int, workers: int) -> dict[str, float]:
+def generate(port: int, token: str, jobs: int, workers: int, batch: int = 0) -> dict[str, float]:
     try:
         import uvloop  # installed with stdbmod (uvicorn[standard]); the leaner loop
     except ImportError:
-        elapsed = asyncio.run(_generate(port, token, jobs, workers))
+        elapsed = asyncio.run(_generate(port, token, jobs, workers, batch))
     else:
-        elapsed = uvloop.run(_generate(port, token, jobs, workers))
+        elapsed = uvloop.run(_generate(port, token, jobs, workers, batch))
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return {"jobs": jobs // workers * workers, "elapsed": elapsed, "client_cpu": ru.ru_utime + ru.ru_stime}
 
 
-def run(path: str, jobs: int, workers: int) -> float:
-    """Jobs/s of `workers` HTTP workers against a fresh `stdbmod serve`."""
+def run(path: str, jobs: int, workers: int, batch: int = 0) -> float:
+    """Jobs/s of `workers` HTTP workers against a fresh `stdbmod serve` (with `batch`: through the
+    batch routes, `batch` jobs per request)."""
     try:
         import stdbmod.http  # noqa: F401
     except ImportError:
@@ -151,7 +181,7 @@ def run(path: str, jobs: int, workers: int) -> float:
             token = f.read().strip()
         cpu0 = _process_cpu(server.pid)
         gen = subprocess.run(
-            [sys.executable, "-m", "bench.http_load", "gen", str(port), token, str(jobs), str(workers)],
+            [sys.executable, "-m", "bench.http_load", "gen", str(port), token, str(jobs), str(workers), str(batch)],
             env=env, cwd=ROOT, capture_output=True, text=True,
         )
         if gen.returncode != 0:
@@ -160,7 +190,8 @@ def run(path: str, jobs: int, workers: int) -> float:
         m = json.loads(gen.stdout.strip().splitlines()[-1])
         LAST_CLIENT_CPU.append(m["client_cpu"] / m["elapsed"])
         if cpu0 is not None and cpu1 is not None:
-            LAST_SERVER_CPU_US.append((cpu1 - cpu0) / (3 * m["jobs"]) * 1e6)
+            requests = 3 * (m["jobs"] // batch if batch else m["jobs"])
+            LAST_SERVER_CPU_US.append((cpu1 - cpu0) / requests * 1e6)
         return float(m["jobs"] / m["elapsed"])
     finally:
         server.send_signal(signal.SIGTERM)
@@ -187,6 +218,7 @@ def _process_cpu(pid: int) -> float | None:
 
 if __name__ == "__main__":
     if sys.argv[1] != "gen":
-        raise SystemExit("usage: python -m bench.http_load gen PORT TOKEN JOBS WORKERS")
+        raise SystemExit("usage: python -m bench.http_load gen PORT TOKEN JOBS WORKERS [BATCH]")
     port_, token_, jobs_, workers_ = int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-    print(json.dumps(generate(port_, token_, jobs_, workers_)))
+    batch_ = int(sys.argv[6]) if len(sys.argv) > 6 else 0
+    print(json.dumps(generate(port_, token_, jobs_, workers_, batch_)))

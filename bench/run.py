@@ -174,6 +174,13 @@ def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
             if http_load.LAST_SERVER_CPU_US:
                 us = sorted(http_load.LAST_SERVER_CPU_US)[len(http_load.LAST_SERVER_CPU_US) // 2]
                 out[w].note += f"; server CPU {us:.0f} us per request"
+    n = s.http[-1]
+    http_load.LAST_SERVER_CPU_US.clear()
+    row = b.throughput(LIFE, "stdbmod over HTTP, 16 workers, batch routes of 20 (not a target)",
+                       lambda d: http_load.run(d, n, 16, 20), reps=s.http_reps)
+    if row.samples and http_load.LAST_SERVER_CPU_US:
+        us = sorted(http_load.LAST_SERVER_CPU_US)[len(http_load.LAST_SERVER_CPU_US) // 2]
+        row.note = f"/jobs/enqueue_many, /claim_many, /complete_many; server CPU {us:.0f} us per request"
     return out
 
 
@@ -282,7 +289,7 @@ def make_targets(threads: Row, batch: Row, http16: Row | None, huey: Row | None,
     out.append(Target("one call per transaction, fsync off: stdbmod time / raw LMDB time", over.median if ok(over) else None, 2, None, at_most=True))
     lo, hi = min(depths, default=None), max(depths, default=None)
     ratio = depths[hi]["claim_p50_ms"] / depths[lo]["claim_p50_ms"] if lo and hi and hi > lo else None
-    cpu = f"CPU time ratio {depths[hi]['claim_cpu_p50_ms'] / depths[lo]['claim_cpu_p50_ms']:.2f}x" if ratio is not None else ""
+    cpu = f"CPU time ratio {depths[hi]['claim_cpu_p50_ms'] / depths[lo]['claim_cpu_p50_ms']:.2f}x" if ratio is not None and lo and hi else ""
     out.append(Target(f"claim latency at {hi or 0:,} queued / at {lo or 0:,}", ratio, 1.5, None, at_most=True, detail=cpu))
     out.append(Target("scheduler lateness p99 (ms, against 10 ms)", sched.median / 10 if ok(sched) else None, 1, None, at_most=True,  # type: ignore[union-attr]
                       detail=f"p99 {sched.median:.2f} ms" if ok(sched) else ""))  # type: ignore[union-attr]
