@@ -10,6 +10,7 @@ replay of everything so far must hash to the live state.
 
 from __future__ import annotations
 
+import copy
 import shutil
 import tempfile
 from pathlib import Path
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from stdbmod import Database, Identity, ManualClock, Module, PrimaryKey, Range, ReducerContext, SenderError, TimeDuration
-from stdbmod.retry import GiveUp, HandlerContext, NotAuthorized, RetryableError, Task, TaskStatus, create_retry_module, queries
+from stdbmod.retry import Completion, GiveUp, HandlerContext, NotAuthorized, RetryableError, Task, TaskStatus, create_retry_module, queries
 from stdbmod.retry.claim import next_claimable
 from stdbmod.runtime import apply_changes
 
@@ -143,6 +144,28 @@ class RetryMachine(RuleBasedStateMachine):
             assert got is None and expected is None, (got, expected)
         return got
 
+    def both_many(self, expect: Any, call: Any) -> None:
+        """`both` for the batch reducers: lists of tasks, and all or nothing. The model runs the
+        items one by one on a copy, kept only if every item succeeded."""
+        trial = copy.deepcopy(self.model)
+        try:
+            expected = expect(trial)
+        except Refused as r:
+            event(f"batch refused: {r.error.__name__}")
+            try:
+                call()
+            except Exception as e:
+                assert type(e) is r.error, f"expected {r.error.__name__}, got {type(e).__name__}: {e}"
+            else:
+                raise AssertionError(f"expected {r.error.__name__}, the batch succeeded")
+            return
+        got = call()
+        event(f"batch of {len(expected)}")
+        assert len(got) == len(expected), (got, expected)
+        for real, m in zip(got, expected):
+            same_task(real, m)
+        self.model = trial
+
     def pick(self, ref: int, fit: str | None = None) -> int:
         """A task id: one in status `fit` if there is one, else any id ever given out, or the next."""
         fitting = sorted(t.id for t in self.model.tasks.values() if t.status == fit)
@@ -205,6 +228,27 @@ class RetryMachine(RuleBasedStateMachine):
         tid = self.pick(ref, "running" if running else None)
         me = self.caller_for(tid, who)
         self.both(lambda: self.model.complete(me, tid, result), lambda: self.db.call("complete", tid, result, sender=me))
+
+    @rule(who=who_st, limit=st.integers(1, 4), queue=st.sampled_from([None, "default", "q2"]), worker_id=st.sampled_from([None, "w1"]),
+          lease=st.sampled_from([None, 5, 60]))  # fmt: skip
+    def claim_many(self, who: int, limit: int, queue: str | None, worker_id: str | None, lease: int | None) -> None:
+        def expect(model: Model) -> list[MTask]:
+            out: list[MTask] = []
+            while len(out) < limit and (t := model.claim(IDS[who], queue, worker_id, lease)) is not None:
+                out.append(t)
+            return out
+
+        self.both_many(expect, lambda: self.db.call("claim_many", limit, queue, worker_id, lease, sender=IDS[who]))
+
+    @precondition(lambda self: self.anything_running())
+    @rule(refs=st.lists(st.integers(0, 100), min_size=1, max_size=3), who=holder_st, running=mostly, result=st.sampled_from([None, {"ok": 1}]))
+    def complete_many(self, refs: list[int], who: int | None, running: bool, result: Any) -> None:
+        ids = [self.pick(ref, "running" if running else None) for ref in refs]  # repeats and strangers refuse the batch
+        me = self.caller_for(ids[0], who)
+        self.both_many(
+            lambda model: [model.complete(me, tid, result) for tid in ids],
+            lambda: self.db.call("complete_many", [Completion(tid, result) for tid in ids], sender=me),
+        )
 
     @precondition(lambda self: self.anything_running())
     @rule(ref=st.integers(0, 100), who=holder_st, running=mostly)
