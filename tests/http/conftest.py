@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from .servers import Roles, Server, start_server
+from .jobs import Jobs
+from .servers import Roles, Server, call, new_identity, start_server
 
 
 @pytest.fixture(scope="module")
@@ -19,6 +20,22 @@ def retry_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def roles(retry_server: Server) -> Roles:
     return Roles.create(retry_server.base, retry_server.owner_token())
+
+
+@pytest.fixture(scope="module")
+def worker(retry_server: Server, roles: Roles) -> Iterator[Jobs]:
+    """Seed 000's routes as an identity with the worker role."""
+    with Jobs(retry_server.base, roles.worker) as jobs:
+        yield jobs
+
+
+@pytest.fixture(scope="module")
+def worker2(retry_server: Server, roles: Roles) -> Iterator[Jobs]:
+    """A second worker, for stale-lease stories."""
+    ident, token = new_identity(retry_server.base)
+    assert call(retry_server.base, roles.owner, "grant_worker", ident).status_code == 200
+    with Jobs(retry_server.base, token) as jobs:
+        yield jobs
 
 
 @pytest.fixture(scope="module")

@@ -9,26 +9,12 @@ import httpx
 import pytest
 
 from .jobs import EXTRA_FIELDS, SEED_FIELDS, Jobs, fresh_queue
-from .servers import Roles, Server, bearer, call, new_identity
+from .servers import Roles, Server, bearer
 
 
 @pytest.fixture(scope="module")
 def admin(retry_server: Server, roles: Roles) -> Iterator[Jobs]:
     with Jobs(retry_server.base, roles.admin) as jobs:
-        yield jobs
-
-
-@pytest.fixture(scope="module")
-def worker(retry_server: Server, roles: Roles) -> Iterator[Jobs]:
-    with Jobs(retry_server.base, roles.worker) as jobs:
-        yield jobs
-
-
-@pytest.fixture(scope="module")
-def worker2(retry_server: Server, roles: Roles) -> Iterator[Jobs]:
-    ident, token = new_identity(retry_server.base)
-    assert call(retry_server.base, roles.owner, "grant_worker", ident).status_code == 200
-    with Jobs(retry_server.base, token) as jobs:
         yield jobs
 
 

@@ -2,26 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from .jobs import EXTRA_FIELDS, SEED_FIELDS, Jobs, fresh_queue
-from .servers import Roles, Server, call, new_identity
-
-
-@pytest.fixture(scope="module")
-def worker(retry_server: Server, roles: Roles) -> Iterator[Jobs]:
-    with Jobs(retry_server.base, roles.worker) as jobs:
-        yield jobs
-
-
-@pytest.fixture(scope="module")
-def worker2(retry_server: Server, roles: Roles) -> Iterator[Jobs]:
-    ident, token = new_identity(retry_server.base)
-    assert call(retry_server.base, roles.owner, "grant_worker", ident).status_code == 200
-    with Jobs(retry_server.base, token) as jobs:
-        yield jobs
 
 
 def test_a_batch_round_trip(worker: Jobs) -> None:

@@ -102,6 +102,17 @@ def same_task(real: Task, m: MTask) -> None:
         assert real.last_error == m.last_error, (real, m)
 
 
+def refused_alike(r: Refused, call: Any, what: str) -> None:
+    """The model refused: the real call must raise the same error."""
+    event(f"{what}: {r.error.__name__}")
+    try:
+        call()
+    except Exception as e:
+        assert type(e) is r.error, f"expected {r.error.__name__}, got {type(e).__name__}: {e}"
+    else:
+        raise AssertionError(f"expected {r.error.__name__}, the call succeeded")
+
+
 class RetryMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -128,13 +139,7 @@ class RetryMachine(RuleBasedStateMachine):
         try:
             expected = expect()
         except Refused as r:
-            event(f"refused: {r.error.__name__}")
-            try:
-                call()
-            except Exception as e:
-                assert type(e) is r.error, f"expected {r.error.__name__}, got {type(e).__name__}: {e}"
-            else:
-                raise AssertionError(f"expected {r.error.__name__}, the call succeeded")
+            refused_alike(r, call, "refused")
             return None
         got = call()
         event(f"done: {type(expected).__name__}")
@@ -151,13 +156,7 @@ class RetryMachine(RuleBasedStateMachine):
         try:
             expected = expect(trial)
         except Refused as r:
-            event(f"batch refused: {r.error.__name__}")
-            try:
-                call()
-            except Exception as e:
-                assert type(e) is r.error, f"expected {r.error.__name__}, got {type(e).__name__}: {e}"
-            else:
-                raise AssertionError(f"expected {r.error.__name__}, the batch succeeded")
+            refused_alike(r, call, "batch refused")
             return
         got = call()
         event(f"batch of {len(expected)}")
