@@ -94,23 +94,7 @@ class Writer:
     def run(self, job: Any) -> Future[Any] | Done:
         """Run the job on this thread if the writer is idle, else queue it (as `submit`). For
         callers about to block on `.result()`: it is done when this returns, if run here."""
-        with self._lock:
-            if self._closed:
-                raise DatabaseClosed("the database is closed")
-            # Only when nothing is queued: a job queued earlier by this thread must run first.
-            if self._queued or not self._alone or not self._running.acquire(blocking=False):
-                fut: Future[Any] = Future()
-                self._queued += 1
-                self._queue.put((job, fut))
-                return fut
-        done = Done()
-        try:
-            self._runner = threading.get_ident()
-            self._run([(job, done)], reraise=True)
-        finally:
-            self._runner = None
-            self._running.release()
-        return done
+        return self.run_many([job])[0]
 
     def run_many(self, jobs: list[Any]) -> list[Future[Any] | Done]:
         """As `run` for several jobs meant to share one batch (one commit): run them here as one
@@ -118,6 +102,7 @@ class Writer:
         with self._lock:
             if self._closed:
                 raise DatabaseClosed("the database is closed")
+            # Only when nothing is queued: a job queued earlier by this thread must run first.
             if self._queued or not self._alone or not self._running.acquire(blocking=False):
                 futures: list[Future[Any] | Done] = []
                 for job in jobs:
