@@ -124,7 +124,7 @@ async def complete_many(ctx: ServerContext, request: Request) -> Response:
     b = await inputs.body(request, wire.CompleteManyBody, ctx.body_limit)
     if any(j.id > MAX_ID for j in b.jobs):
         raise HttpError(404, f"no such job: {max(j.id for j in b.jobs)}")
-    tasks = await _write(ctx, "complete_many", [Completion(j.id, j.result) for j in b.jobs], sender=caller)
+    tasks = await _write(ctx, "complete_many", [Completion(j.id, j.result, j.attempt) for j in b.jobs], sender=caller)
     return json_response(wire.Jobs([render.job(t) for t in tasks]))
 
 
@@ -142,8 +142,8 @@ def _job_action(reducer: str, body_type: Any, *fields: str) -> Callable[[ServerC
     return handle
 
 
-complete = _job_action("complete", wire.CompleteBody, "result")
-fail = _job_action("fail", wire.FailBody, "error")
+complete = _job_action("complete", wire.CompleteBody, "result", "attempt")
+fail = _job_action("fail", wire.FailBody, "error", "attempt")
 
 
 async def dead_letter(ctx: ServerContext, request: Request) -> Response:
@@ -159,7 +159,7 @@ requeue = _job_action("requeue", wire.NoBody)
 # --- beyond the seed ------------------------------------------------------------------------------
 
 
-heartbeat = _job_action("heartbeat", wire.HeartbeatBody, "lease_seconds")
+heartbeat = _job_action("heartbeat", wire.HeartbeatBody, "lease_seconds", "attempt")
 cancel = _job_action("cancel", wire.CancelBody, "reason")
 
 

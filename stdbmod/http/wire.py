@@ -42,8 +42,12 @@ class ClaimBody(msgspec.Struct, forbid_unknown_fields=True):
     lease_seconds: Seconds | None = None
 
 
+Attempt = Annotated[int, Meta(ge=1, le=1000, description="the claim this report is for (the claimed job's `attempts`): fences a stale process that shares the identity")]
+
+
 class CompleteBody(msgspec.Struct, forbid_unknown_fields=True):
     result: Any = None
+    attempt: Attempt | None = None
 
 
 MAX_BATCH = 1000  # the retry module's limit per batch call
@@ -63,6 +67,7 @@ class ClaimManyBody(msgspec.Struct, forbid_unknown_fields=True):
 class CompleteItem(msgspec.Struct, forbid_unknown_fields=True):
     id: Annotated[int, Meta(ge=0)]
     result: Any = None
+    attempt: Attempt | None = None
 
 
 class CompleteManyBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -71,10 +76,12 @@ class CompleteManyBody(msgspec.Struct, forbid_unknown_fields=True):
 
 class FailBody(msgspec.Struct, forbid_unknown_fields=True):
     error: Text
+    attempt: Attempt | None = None
 
 
 class HeartbeatBody(msgspec.Struct, forbid_unknown_fields=True):
     lease_seconds: Seconds | None = None
+    attempt: Attempt | None = None
 
 
 class CancelBody(msgspec.Struct, forbid_unknown_fields=True):

@@ -50,6 +50,7 @@ class Completion(msgspec.Struct, forbid_unknown_fields=True):
 
     task_id: int
     result: Any = None
+    attempt: int | None = None
 
 
 def _check_size(what: str, items: list[Any]) -> None:
@@ -106,6 +107,6 @@ def register(mod: Module, rm: RetryModule) -> None:
         _check_size("complete_many", completions)
         done: list[Task] = []
         for c in completions:
-            task = held_task(ctx, c.task_id, "complete_many")
+            task = held_task(ctx, c.task_id, "complete_many", c.attempt)
             done.append(transitions.succeed(ctx, task, c.result, task.claimed_by or ctx.sender.to_hex()))
         return done

@@ -51,12 +51,15 @@ def task_creator(rm: RetryModule, name: str, check: Callable[[ReducerContext, st
     return create
 
 
-def held_task(ctx: ReducerContext, task_id: int, action: str) -> Task:
-    """The running task `task_id`, if the caller holds its lease."""
+def held_task(ctx: ReducerContext, task_id: int, action: str, attempt: int | None = None) -> Task:
+    """The running task `task_id`, if the caller holds its lease: the lease holder's identity,
+    and, when the worker says which claim it acts for (`attempt`, the claim's `attempts`), that
+    claim. The attempt fences processes that share one identity: a paused one's late report
+    names an attempt that is no longer current."""
     task = find_task(ctx, task_id)
     if task.status is not TaskStatus.RUNNING:
         raise InvalidTransition(f"{action}: task {task_id} is {task.status.value}, not running")
-    if task.lease_holder != ctx.sender:
+    if task.lease_holder != ctx.sender or (attempt is not None and attempt != task.attempts):
         raise StaleLease(f"{action}: task {task_id} is leased to another claim (attempt {task.attempts}); yours is no longer current")
     return task
 
@@ -84,21 +87,21 @@ def register(mod: Module, rm: RetryModule) -> None:
         return transitions.start_claim(ctx, task, worker, lease)
 
     @mod.reducer
-    def heartbeat(ctx: ReducerContext, task_id: int, lease_seconds: int | None = None) -> Task:
+    def heartbeat(ctx: ReducerContext, task_id: int, lease_seconds: int | None = None, attempt: int | None = None) -> Task:
         """Extend the caller's lease on a running task to now + lease_seconds."""
         require_worker(ctx, "heartbeat")
         lease = lease_length(ctx, lease_seconds)
-        return transitions.extend_lease(ctx, held_task(ctx, task_id, "heartbeat"), lease)
+        return transitions.extend_lease(ctx, held_task(ctx, task_id, "heartbeat", attempt), lease)
 
     @mod.reducer
-    def complete(ctx: ReducerContext, task_id: int, result: Any = None) -> Task:
+    def complete(ctx: ReducerContext, task_id: int, result: Any = None, attempt: int | None = None) -> Task:
         require_worker(ctx, "complete")
-        task = held_task(ctx, task_id, "complete")
+        task = held_task(ctx, task_id, "complete", attempt)
         return transitions.succeed(ctx, task, result, task.claimed_by or ctx.sender.to_hex())
 
     @mod.reducer
-    def fail(ctx: ReducerContext, task_id: int, error: str) -> Task:
+    def fail(ctx: ReducerContext, task_id: int, error: str, attempt: int | None = None) -> Task:
         """A failed attempt: retried after backoff, or dead when it was the last one."""
         require_worker(ctx, "fail")
-        task = held_task(ctx, task_id, "fail")
+        task = held_task(ctx, task_id, "fail", attempt)
         return transitions.fail(ctx, rm.handlers, task, error, Outcome.FAILED, task.claimed_by or ctx.sender.to_hex())

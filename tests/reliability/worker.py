@@ -32,12 +32,17 @@ def say(op: str, r: httpx.Response, **extra: Any) -> dict[str, Any]:
 
 
 def interactive(http: httpx.Client, name: str) -> None:
+    held: dict[int, int] = {}  # task -> the attempt this process claimed: its fencing token
     for raw in sys.stdin:
         cmd, arg = raw.split()
         if cmd == "claim":
-            say("claim", http.post(J + "/claim", json={"worker_id": name, "lease_seconds": int(arg)}))
+            got = say("claim", http.post(J + "/claim", json={"worker_id": name, "lease_seconds": int(arg)}))
+            if got.get("claimed"):
+                held[got["id"]] = got["attempts"]
         else:
             body = {"result": {"by": name}} if cmd == "complete" else {"error": f"{name} failed"} if cmd == "fail" else {"lease_seconds": 60}
+            if int(arg) in held:
+                body["attempt"] = held[int(arg)]
             say(cmd, http.post(f"{J}/{arg}/{cmd}", json=body), task=int(arg))
 
 
@@ -50,11 +55,11 @@ def hammer(http: httpx.Client, name: str, seed: int) -> None:
             empty += 1
             continue
         empty = 0
-        task = got["id"]
+        task, attempt = got["id"], got["attempts"]
         if rng.random() < 0.75:
-            say("complete", http.post(f"{J}/{task}/complete", json={"result": {"by": name}}), task=task)
+            say("complete", http.post(f"{J}/{task}/complete", json={"result": {"by": name}, "attempt": attempt}), task=task)
         else:
-            say("fail", http.post(f"{J}/{task}/fail", json={"error": f"{name} failed"}), task=task)
+            say("fail", http.post(f"{J}/{task}/fail", json={"error": f"{name} failed", "attempt": attempt}), task=task)
 
 
 def main() -> None:

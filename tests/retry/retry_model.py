@@ -111,11 +111,11 @@ class Model:
         if t.status == "queued" and t.in_module:
             self._arm(t)
 
-    def _held(self, who: Identity, task_id: int) -> MTask:
+    def _held(self, who: Identity, task_id: int, attempt: int | None = None) -> MTask:
         t = self._task(task_id)
         if t.status != "running":
             raise Refused(InvalidTransition)
-        if t.lease_holder != who:
+        if t.lease_holder != who or (attempt is not None and attempt != t.attempts):
             raise Refused(StaleLease)
         return t
 
@@ -164,17 +164,17 @@ class Model:
         self.lease_timers[t.id] = (t.lease_expires, sid, attempt)
         return t
 
-    def complete(self, who: Identity, task_id: int, result: Any) -> MTask:
+    def complete(self, who: Identity, task_id: int, result: Any, attempt: int | None = None) -> MTask:
         self._worker(who)
-        t = self._held(who, task_id)
+        t = self._held(who, task_id, attempt)
         self._record(t, "completed", t.claimed_by or "")
         t.status, t.result, t.lease_holder, t.lease_expires = "completed", result, None, None
         self._disarm(t.id)
         return t
 
-    def fail(self, who: Identity, task_id: int, error: str) -> MTask:
+    def fail(self, who: Identity, task_id: int, error: str, attempt: int | None = None) -> MTask:
         self._worker(who)
-        t = self._held(who, task_id)
+        t = self._held(who, task_id, attempt)
         self._fail(t, error, "failed", t.claimed_by or "")
         return t
 

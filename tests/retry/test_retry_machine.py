@@ -75,6 +75,7 @@ IDS = [Identity.from_claims("machine", name) for name in ("admin", "alice", "bob
 who_st = st.sampled_from([0, 0, 0, 1, 1, 2, 2, 3])  # mostly the admin and the workers (alice, bob)
 holder_st = st.sampled_from([None, None, None, 0, 1, 2, 3])  # None: the task's lease holder
 mostly = st.sampled_from([True, True, True, False])
+fence_st = st.sampled_from(["none", "none", "current", "stale"])  # the attempt a report names
 task_args: dict[str, st.SearchStrategy[Any]] = {
     "job_type": st.sampled_from([HANDLED, "ext", "ext", "ext2"]),
     "queue": st.sampled_from(["default", "q2"]),
@@ -221,12 +222,18 @@ class RetryMachine(RuleBasedStateMachine):
     def claim(self, who: int, queue: str | None, worker_id: str | None, lease: int | None) -> None:
         self.both(lambda: self.model.claim(IDS[who], queue, worker_id, lease), lambda: self.db.call("claim", queue, worker_id, lease, sender=IDS[who]))
 
+    def attempt_for(self, task_id: int, fence: str) -> int | None:
+        """The attempt a worker names: none, the current claim's, or a stale one."""
+        t = self.model.tasks.get(task_id)
+        current = t.attempts if t is not None else 1
+        return None if fence == "none" else current if fence == "current" else max(current - 1, 1) if current > 1 else current + 1
+
     @precondition(lambda self: self.anything_running())
-    @rule(ref=st.integers(0, 100), who=holder_st, running=mostly, result=st.sampled_from([None, {"ok": 1}]))
-    def complete(self, ref: int, who: int | None, running: bool, result: Any) -> None:
+    @rule(ref=st.integers(0, 100), who=holder_st, running=mostly, result=st.sampled_from([None, {"ok": 1}]), fence=fence_st)
+    def complete(self, ref: int, who: int | None, running: bool, result: Any, fence: str) -> None:
         tid = self.pick(ref, "running" if running else None)
-        me = self.caller_for(tid, who)
-        self.both(lambda: self.model.complete(me, tid, result), lambda: self.db.call("complete", tid, result, sender=me))
+        me, attempt = self.caller_for(tid, who), self.attempt_for(tid, fence)
+        self.both(lambda: self.model.complete(me, tid, result, attempt), lambda: self.db.call("complete", tid, result, attempt, sender=me))
 
     @rule(who=who_st, limit=st.integers(1, 4), queue=st.sampled_from([None, "default", "q2"]), worker_id=st.sampled_from([None, "w1"]),
           lease=st.sampled_from([None, 5, 60]))  # fmt: skip
@@ -250,11 +257,11 @@ class RetryMachine(RuleBasedStateMachine):
         )
 
     @precondition(lambda self: self.anything_running())
-    @rule(ref=st.integers(0, 100), who=holder_st, running=mostly)
-    def fail(self, ref: int, who: int | None, running: bool) -> None:
+    @rule(ref=st.integers(0, 100), who=holder_st, running=mostly, fence=fence_st)
+    def fail(self, ref: int, who: int | None, running: bool, fence: str) -> None:
         tid = self.pick(ref, "running" if running else None)
-        me = self.caller_for(tid, who)
-        self.both(lambda: self.model.fail(me, tid, "worker error"), lambda: self.db.call("fail", tid, "worker error", sender=me))
+        me, attempt = self.caller_for(tid, who), self.attempt_for(tid, fence)
+        self.both(lambda: self.model.fail(me, tid, "worker error", attempt), lambda: self.db.call("fail", tid, "worker error", attempt, sender=me))
 
     @precondition(lambda self: self.anything_running())
     @rule(ref=st.integers(0, 100), who=holder_st, lease=st.sampled_from([None, 5, 60]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stdbmod import Database, ManualClock, TimeDuration, Timestamp
-from stdbmod.retry import DeadReason, InvalidTransition, Outcome, StaleLease, TaskNotFound, TaskStatus, queries
+from stdbmod.retry import Completion, DeadReason, InvalidTransition, Outcome, StaleLease, TaskNotFound, TaskStatus, queries
 
 from tests.retry.support import ADMIN, WORKER, WORKER2
 
@@ -142,6 +142,26 @@ def test_a_stale_worker_is_refused(db: Database, clock: ManualClock) -> None:
     with pytest.raises(StaleLease):
         db.call("complete", t.id, sender=ADMIN)  # an admin is not the lease holder either
     assert db.call("complete", t.id, "done", sender=WORKER2).result == "done"
+
+
+def test_the_attempt_fences_a_stale_process_of_the_same_identity(db: Database, clock: ManualClock) -> None:
+    """Two processes share WORKER's identity: the lease check cannot tell them apart; the
+    attempt each claimed can. Without an attempt, the identity alone is checked (as before)."""
+    t = db.call("enqueue", "j", None, None, 5, 0, sender=WORKER)
+    first = db.call("claim", None, "proc-a", 60, sender=WORKER)
+    clock.advance(60)
+    db.run_due()  # proc-a paused past its lease: reaped
+    second = db.call("claim", None, "proc-b", 60, sender=WORKER)
+    assert (first.attempts, second.attempts) == (1, 2)
+    before = db.state_hash()
+    for name, args in [("complete", (t.id, None, 1)), ("fail", (t.id, "late", 1)), ("heartbeat", (t.id, None, 1))]:
+        with pytest.raises(StaleLease, match="attempt 2"):
+            db.call(name, *args, sender=WORKER)
+    with pytest.raises(StaleLease):
+        db.call("complete_many", [Completion(t.id, None, 1)], sender=WORKER)
+    assert db.state_hash() == before
+    assert db.call("heartbeat", t.id, None, 2, sender=WORKER).attempts == 2
+    assert db.call("complete", t.id, "done", 2, sender=WORKER).result == "done"
 
 
 def test_a_second_enqueue_with_the_same_key_returns_the_first_task(db: Database) -> None:
