@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from functools import lru_cache
 from typing import Any, TypeVar, cast
+from urllib.parse import parse_qsl
 
 import msgspec
 import msgspec.inspect
@@ -139,8 +140,13 @@ async def body(request: Request, typ: type[T], limit: int) -> T:
 
 def query(request: Request, typ: type[T]) -> T:
     """The query string as `typ`. An empty value counts as absent (``?status=&page=2``); unknown
-    parameters are ignored."""
-    params = {k: v for k, v in request.query_params.items() if v != ""}
+    parameters are ignored; invalid UTF-8 is a 400."""
+    raw = request.scope.get("query_string", b"").decode("latin-1")
+    try:  # strictly: Starlette's query_params would turn invalid UTF-8 into U+FFFD silently
+        pairs = parse_qsl(raw, keep_blank_values=True, encoding="utf-8", errors="strict")
+    except UnicodeDecodeError:
+        raise HttpError(400, "the query string is not valid UTF-8 once percent-decoded") from None
+    params = {k: v for k, v in pairs if v != ""}
     try:
         return msgspec.convert(params, typ, strict=False)
     except msgspec.ValidationError as e:
