@@ -18,6 +18,7 @@ Name = Annotated[str, Meta(min_length=1, max_length=200, pattern="^[^\\x00]*$")]
 Text = Annotated[str, Meta(max_length=10_000)]
 EpochMillis = Annotated[int, Meta(ge=0, le=253_402_300_799_999, description="milliseconds since the Unix epoch")]
 Seconds = Annotated[int, Meta(ge=1, le=30 * 86_400)]
+FreeJson = Annotated[Any, Meta(description="any JSON; its integers must fit 64 bits (-2**63 to 2**64-1), what MessagePack stores: a larger one is a 400")]
 Status = Literal["queued", "running", "completed", "dead"]
 DeadReason = Literal["exhausted", "gave_up", "cancelled"]
 MAX_PER_PAGE = 200
@@ -28,7 +29,7 @@ MAX_PER_PAGE = 200
 class EnqueueBody(msgspec.Struct, forbid_unknown_fields=True):
     job_type: Name
     queue: Name | None = None
-    payload: Any = None
+    payload: FreeJson = None
     max_attempts: Annotated[int, Meta(ge=1, le=1000)] | None = None
     backoff_seconds: Annotated[int, Meta(ge=0, le=30 * 86_400)] | None = None
     run_after: EpochMillis | Annotated[str, Meta(max_length=64, description="RFC 3339 time", extra_json_schema={"format": "date-time"})] | None = None
@@ -46,7 +47,7 @@ Attempt = Annotated[int, Meta(ge=1, le=1000, description="the claim this report 
 
 
 class CompleteBody(msgspec.Struct, forbid_unknown_fields=True):
-    result: Any = None
+    result: FreeJson = None
     attempt: Attempt | None = None
 
 
@@ -66,7 +67,7 @@ class ClaimManyBody(msgspec.Struct, forbid_unknown_fields=True):
 
 class CompleteItem(msgspec.Struct, forbid_unknown_fields=True):
     id: Annotated[int, Meta(ge=0)]
-    result: Any = None
+    result: FreeJson = None
     attempt: Attempt | None = None
 
 
