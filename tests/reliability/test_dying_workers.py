@@ -176,7 +176,11 @@ def test_hammering_workers_never_share_a_task_and_nothing_completes_twice(world:
     assert victim.proc.stdout is not None
     seen = [victim.proc.stdout.readline() for _ in range(4)]  # let it work a little...
     victim.signal(signal.SIGKILL)  # ...then kill it wherever it is
-    rest, _ = victim.proc.communicate(timeout=30)
+    # Read the rest through the same buffered file: `communicate(timeout=...)` reads the pipe's fd
+    # directly and would drop lines `readline` had already buffered (a lost "complete 200").
+    with victim.proc.stdin, victim.proc.stdout:  # type: ignore[union-attr]
+        rest = victim.proc.stdout.read()
+    victim.proc.wait(timeout=30)
     events = [json.loads(line) for line in [*seen, *rest.splitlines()] if line.endswith("}") or line.endswith("}\n")]
     events += [e for w in others for e in w.finish()]
     for _ in range(20):  # the victim's lease ends; fresh workers drain what is left
