@@ -34,7 +34,7 @@ from ..errors import (
 from ..keys import encode_u64
 from ..module import Module
 from ..schema import ReducerDef
-from ..storage import LmdbStorage, Storage
+from ..storage import LmdbStorage, Storage, StorageFull
 from ..types import ConnectionId, Identity, Timestamp
 from . import commitlog, spaces
 from .backup import check_target
@@ -44,6 +44,7 @@ from .core import Core
 from .dblog import DbLog, LogLine
 from .integrity import check_integrity
 from .jobs import CallJob, Job, LifecycleJob, ScheduledJob
+from .migrate import rebuild_indexes
 from .schema_check import check_compatible
 from .tables import DbView
 from .transaction import TxView
@@ -104,6 +105,24 @@ def _storage(where: str | os.PathLike[str] | Storage, module: Module, **options:
 
 def _spaces_of(module: Module) -> list[str]:
     return [*spaces.SYSTEM, *(s for t in module.tables.values() for s in spaces.of_table(t))]
+
+
+def _store_schema(storage: Storage, module: Module, meta: Meta, index_changes: list[tuple[str, str, bool]]) -> None:
+    """Rebuild the changed indexes and store the new schema, in one transaction (grown and run
+    again if a big index fills the map)."""
+    while True:
+        w = storage.begin_write()
+        try:
+            rebuild_indexes(w, module, index_changes)
+            w.put(spaces.META, b"meta", codec.msgpack_encoder.encode(meta))
+            w.commit()
+            return
+        except StorageFull:
+            w.abort()
+            storage.grow()
+        except BaseException:
+            w.abort()
+            raise
 
 
 class Database:
@@ -189,13 +208,11 @@ class Database:
                 raise DatabaseNotFound("no database there (publish one first)")
             meta = _meta_decoder.decode(raw)
             new_schema = module.describe()
-            check_compatible(meta.schema, new_schema)
+            index_changes = check_compatible(meta.schema, new_schema)
             storage.ensure_spaces(_spaces_of(module))
             if new_schema != meta.schema:
                 meta = msgspec.structs.replace(meta, schema=new_schema)
-                w = storage.begin_write()
-                w.put(spaces.META, b"meta", codec.msgpack_encoder.encode(meta))
-                w.commit()
+                _store_schema(storage, module, meta, index_changes)
             return cls(storage, module, meta, clock or SystemClock())
         except BaseException:
             storage.close()

@@ -1,8 +1,11 @@
-"""Whether data stored under one schema can be read with another.
+"""Whether data stored under one schema can be read with another, and which indexes must be
+rebuilt for it.
 
-Allowed without a migration: adding tables, adding reducers, changing reducers, changing a
-table's `public` flag, and appending a column that has a default and no index (old rows decode
-with the default). Anything else is refused with a message naming the table and column."""
+Allowed without a hand-written migration: adding tables, adding reducers, changing reducers,
+changing a table's `public` flag, appending a column that has a default (old rows decode with
+the default), and adding, removing or redefining indexes (`migrate.rebuild_indexes` builds them
+from the rows, as SpacetimeDB's automatic migrations do). Anything else is refused with a
+message naming the table and column."""
 
 from __future__ import annotations
 
@@ -11,8 +14,11 @@ from typing import Any
 from ..errors import SchemaMismatch
 
 
-def check_compatible(stored: dict[str, Any], new: dict[str, Any]) -> None:
+def check_compatible(stored: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """The index changes the new schema needs, as (table, index, build): build False empties a
+    removed (or redefined) index's space, True fills an added (or redefined) one."""
     new_tables = {t["name"]: t for t in new["tables"]}
+    changes: list[tuple[str, str, bool]] = []
     for old in stored["tables"]:
         name = old["name"]
         t = new_tables.get(name)
@@ -27,9 +33,13 @@ def check_compatible(stored: dict[str, Any], new: dict[str, Any]) -> None:
                 raise SchemaMismatch(f"table {name}: column {col['name']} was renamed, moved or removed (now {nc['name']})")
             if nc["type"] != col["type"]:
                 raise SchemaMismatch(f"table {name}: column {col['name']} changed type from {col['type']} to {nc['type']}")
-        for key in ("primary_key", "auto_inc", "indexes", "scheduled"):
+        for key in ("primary_key", "auto_inc", "scheduled"):
             if old[key] != t[key]:
                 raise SchemaMismatch(f"table {name}: {key.replace('_', ' ')} changed from {old[key]!r} to {t[key]!r}")
         for extra in new_cols[len(old_cols):]:
             if not extra.get("has_default"):
                 raise SchemaMismatch(f"table {name}: new column {extra['name']} needs a default so old rows can be read")
+        old_ix, new_ix = old["indexes"], t["indexes"]
+        changes += [(name, ix, False) for ix in sorted(old_ix) if new_ix.get(ix) != old_ix[ix]]
+        changes += [(name, ix, True) for ix in sorted(new_ix) if old_ix.get(ix) != new_ix[ix]]
+    return changes

@@ -72,6 +72,11 @@ class WriteTxn(ReadTxn):
         for key, value in items:
             self.put(space, key, value)
 
+    def clear(self, space: str) -> None:
+        """Remove every key of the space (it stays, empty)."""
+        for key in [k for k, _ in self.scan(space)]:
+            self.delete(space, key)
+
 
 class Storage(ABC):
     """A store of named spaces. Open spaces with `ensure_spaces` before using them in a write."""

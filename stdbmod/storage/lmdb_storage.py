@@ -223,6 +223,11 @@ class _LmdbWrite(_LmdbRead, WriteTxn):
             finally:
                 cur.close()
 
+    def clear(self, space: str) -> None:
+        db = self._wdb(space)
+        with _translated():
+            self._txn.drop(db, delete=False)  # frees the tree's pages at once, no per-key work
+
     def child(self) -> WriteTxn:
         try:
             return _LmdbWrite(self._s, self._s._env.begin(write=True, parent=self._txn))

@@ -119,8 +119,6 @@ def test_an_incompatible_change_is_refused_naming_table_and_column(tmp_path: Pat
     Database.create(tmp_path, make_module(), owner=OWNER).close()
     with pytest.raises(SchemaMismatch, match=r"table row: column name changed type from str to int"):
         Database.open(tmp_path, make_module(int_name=True))
-    with pytest.raises(SchemaMismatch, match=r"table row: indexes changed"):
-        Database.open(tmp_path, make_module(indexed=True))
     empty = Module("pub")
     with pytest.raises(SchemaMismatch, match="table row holds data"):
         Database.open(tmp_path, empty)

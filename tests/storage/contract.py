@@ -132,6 +132,25 @@ class StorageContract:
         assert not t.is_alive() and seen == [None]
         w.commit()
 
+    def test_clear_empties_one_space_and_aborts_cleanly(self, storage: Storage) -> None:
+        storage.ensure_spaces(["a", "b"])
+        w = storage.begin_write()
+        w.put_many("a", [(b"k%d" % i, b"v") for i in range(50)])
+        w.put("b", b"k", b"kept")
+        w.commit()
+        w = storage.begin_write()
+        w.clear("a")
+        assert w.count("a") == 0 and list(w.scan("a")) == []
+        w.abort()
+        with storage.begin_read() as r:
+            assert r.count("a") == 50
+        w = storage.begin_write()
+        w.clear("a")
+        w.put("a", b"new", b"v")
+        w.commit()
+        with storage.begin_read() as r:
+            assert list(r.scan("a")) == [(b"new", b"v")] and r.get("b", b"k") == b"kept"
+
     def test_put_many(self, storage: Storage) -> None:
         storage.ensure_spaces(["a"])
         w = storage.begin_write()

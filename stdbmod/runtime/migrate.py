@@ -1,0 +1,50 @@
+"""Index migrations, run by `Database.open` when the module adds, removes or redefines an index.
+
+An index is derived from the rows, so migrating one is a rebuild: a removed index's space is
+emptied, an added one is filled from the table's rows. It happens in the write transaction that
+also stores the new schema, so a crash leaves either the old schema with the old indexes or the
+new one with the new: never an index that disagrees with its rows. It is not a commit-log record:
+replaying the log into a database of the new module builds the same indexes as it goes.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from ..errors import SchemaMismatch
+from ..keys import MAX_KEY_SIZE
+from ..module import Module
+from ..storage import WriteTxn
+from . import spaces
+
+
+def rebuild_indexes(txn: WriteTxn, module: Module, changes: list[tuple[str, str, bool]]) -> None:
+    """Empty the dropped indexes' spaces, then fill the built ones; a unique index that the rows
+    already break is a SchemaMismatch naming the rows."""
+    for table, name, build in changes:
+        if not build:
+            txn.clear(spaces.index(table, name))
+    for table, name, build in changes:
+        if build:
+            _build(txn, module, table, name)
+
+
+def _build(txn: WriteTxn, module: Module, table: str, name: str) -> None:
+    t = module.tables[table]
+    ix = t.indexes[name]
+    space = spaces.index(table, name)
+    for pk_key, raw in txn.scan(spaces.rows(table)):
+        vals = msgspec.structs.astuple(t.decoder.decode(raw))
+        value = ix.values(vals)
+        key = ix.encode(value)
+        if ix.unique:
+            holder = txn.get(space, key)
+            if holder is not None:
+                raise SchemaMismatch(
+                    f"table {table}: cannot add unique index {name}: two rows share {', '.join(ix.columns)} = {value!r}"
+                )
+        else:
+            key += pk_key
+        if len(key) > MAX_KEY_SIZE:
+            raise SchemaMismatch(f"table {table}: cannot add index {name}: a row's indexed value is too long for a key")
+        txn.put(space, key, pk_key)
