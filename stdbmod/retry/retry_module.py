@@ -26,8 +26,8 @@ from .tables import (
     DEFAULT_HISTORY_CAP,
     DEFAULT_LEASE_SECONDS,
     AttemptTimer,
+    LeaseSweep,
     LeaseTimer,
-    Outcome,
     RetryAdmin,
     RetrySettings,
     Task,
@@ -114,13 +114,19 @@ def _register_lifecycle(mod: Module, rm: RetryModule) -> None:
         run_handler_attempt(ctx, rm.handlers, timer)
 
     @mod.reducer
+    def sweep_leases(ctx: ReducerContext, sweep: LeaseSweep) -> None:
+        """Scheduled at the earliest lease end: reap the claims whose lease has ended."""
+        ctx.require_scheduler()
+        transitions.sweep_leases(ctx, rm.handlers)
+
+    @mod.reducer
     def reap_lease(ctx: ReducerContext, timer: LeaseTimer) -> None:
-        """Scheduled at a claim's lease end: the worker is presumed dead, the attempt failed."""
+        """Legacy per-claim reaper (rows of databases made before the sweep)."""
         ctx.require_scheduler()
         task: Task | None = ctx.db.task.id.find(timer.task_id)
         if task is None or task.status is not TaskStatus.RUNNING or task.attempts != timer.attempt:
             return
-        expired = task.lease_expires_at.isoformat() if task.lease_expires_at else "?"
-        error = f"lease expired at {expired}: worker {task.claimed_by} neither completed nor failed the task"
-        transitions.fail(ctx, rm.handlers, task, error, Outcome.LEASE_EXPIRED, task.claimed_by or "?")
+        if task.lease_expires_at is not None and task.lease_expires_at > ctx.timestamp:
+            return  # heartbeats now move the sweep, not this row: the lease is still good
+        transitions.reap(ctx, rm.handlers, task)
 

@@ -2,7 +2,9 @@
 
 One `task` table holds every task, whoever runs it (an in-module handler or an external worker):
 one state machine for both seeds. Two schedule tables carry the timers: `attempt_timer` (the next
-in-module attempt, at `run_after`) and `lease_timer` (the reaper of one claim, at its lease's end).
+in-module attempt, at `run_after`) and `lease_sweep` (one row: the reaper, due at the earliest
+lease end). `lease_timer` is the per-claim reaper of databases made before the sweep; nothing
+writes it any more, and its rows left there still fire.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ class Task(msgspec.Struct):
     claimed_at: Timestamp | None = None
     claimed_by: str | None = None  # the last claim's worker_id (kept after it ends, for audit)
     lease_holder: Identity | None = None  # the identity whose lease is current (running only)
-    lease_expires_at: Timestamp | None = None
+    lease_expires_at: Annotated[Timestamp | None, Index()] = None  # the sweep walks it (None: no lease)
     last_attempted_at: Timestamp | None = None
     last_error: str | None = None
     completed_at: Timestamp | None = None
@@ -116,9 +118,18 @@ class AttemptTimer(msgspec.Struct):
     task_id: Annotated[int, Unique()]
 
 
+class LeaseSweep(msgspec.Struct):
+    """The reaper's one timer, due no later than the earliest lease end. A claim (or a heartbeat
+    shortening a lease) moves it earlier; a heartbeat moving that lease later, or a complete,
+    leaves it, so it may fire to find nothing expired and re-arm at the next lease end."""
+
+    scheduled_id: Annotated[int, PrimaryKey()]  # always 0: one row
+    scheduled_at: ScheduleAt
+
+
 class LeaseTimer(msgspec.Struct):
-    """Fires when the lease of claim number `attempt` of `task_id` ends, unless it was released
-    (complete, fail) or moved (heartbeat) first."""
+    """Legacy: the per-claim reaper of databases made before `LeaseSweep`. Never written now; a
+    row left there fires at its time and reaps the claim only if its lease has really ended."""
 
     scheduled_id: Annotated[int, PrimaryKey(auto_inc=True)]
     scheduled_at: ScheduleAt
@@ -133,6 +144,7 @@ def declare_tables(mod: Module) -> None:
     mod.table(RetryWorker)
     mod.table(RetrySettings)
     mod.table(AttemptTimer, scheduled="run_attempt")
+    mod.table(LeaseSweep, scheduled="sweep_leases")
     mod.table(LeaseTimer, scheduled="reap_lease")
 
 

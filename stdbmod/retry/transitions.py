@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from ..runtime import ReducerContext
+from ..runtime import Range, ReducerContext
 from ..types import At, Timestamp, TimeDuration
 from .errors import InvalidArgument, InvalidTransition
 from .limits import (
@@ -31,7 +31,7 @@ from .limits import (
     clip_error,
     unstorable,
 )
-from .tables import Attempt, AttemptTimer, DeadReason, LeaseTimer, Outcome, Task, TaskStatus, settings_of
+from .tables import Attempt, AttemptTimer, DeadReason, LeaseSweep, Outcome, Task, TaskStatus, settings_of
 
 Handlers = Mapping[str, Callable[..., Any]]
 _replace = msgspec.structs.replace
@@ -90,7 +90,35 @@ def arm_attempt(ctx: ReducerContext, task: Task) -> None:
 
 def disarm(ctx: ReducerContext, task_id: int) -> None:
     ctx.db.attempt_timer.task_id.delete(task_id)
-    ctx.db.lease_timer.task_id.delete(task_id)
+
+
+def arm_sweep(ctx: ReducerContext, expires: Timestamp) -> None:
+    """Make the lease sweep due no later than `expires`."""
+    sweep: LeaseSweep | None = ctx.db.lease_sweep.scheduled_id.find(0)
+    if sweep is None:
+        ctx.db.lease_sweep.insert(LeaseSweep(0, At(expires)))
+    elif not isinstance(sweep.scheduled_at, At) or sweep.scheduled_at.time > expires:
+        ctx.db.lease_sweep.scheduled_id.update(LeaseSweep(0, At(expires)))
+
+
+def sweep_leases(ctx: ReducerContext, handlers: Handlers) -> int:
+    """Reap every claim whose lease has ended, the earliest first (the sweep firing), then move
+    the sweep to the next lease end: an index walk over the ended leases and one more entry."""
+    now = ctx.timestamp
+    ended = list(ctx.db.task.lease_expires_at.filter(Range(Timestamp(-(1 << 63)), now, hi_inclusive=True)))
+    for task in ended:
+        reap(ctx, handlers, task)
+    upcoming: Task | None = next(iter(ctx.db.task.lease_expires_at.filter(Range(now, lo_inclusive=False))), None)
+    if upcoming is not None and upcoming.lease_expires_at is not None:
+        ctx.db.lease_sweep.scheduled_id.update(LeaseSweep(0, At(upcoming.lease_expires_at)))
+    return len(ended)
+
+
+def reap(ctx: ReducerContext, handlers: Handlers, task: Task) -> None:
+    """A lease ended with neither complete nor fail: the worker is presumed dead, the attempt failed."""
+    expired = task.lease_expires_at.isoformat() if task.lease_expires_at else "?"
+    error = f"lease expired at {expired}: worker {task.claimed_by} neither completed nor failed the task"
+    fail(ctx, handlers, task, error, Outcome.LEASE_EXPIRED, task.claimed_by or "?")
 
 
 # --- creating ----------------------------------------------------------------------------------------
@@ -147,7 +175,7 @@ def start_claim(ctx: ReducerContext, task: Task, worker_id: str, lease_seconds: 
     running = start_attempt(
         ctx, task, claimed_at=ctx.timestamp, claimed_by=worker_id, lease_holder=ctx.sender, lease_expires_at=expires
     )
-    ctx.db.lease_timer.insert(LeaseTimer(0, At(expires), task.id, running.attempts))
+    arm_sweep(ctx, expires)
     return running
 
 
@@ -155,11 +183,7 @@ def extend_lease(ctx: ReducerContext, task: Task, lease_seconds: int) -> Task:
     expires = ctx.timestamp + TimeDuration.from_seconds(lease_seconds)
     extended = _replace(task, lease_expires_at=expires, updated_at=ctx.timestamp)
     ctx.db.task.id.update(extended)
-    timer = ctx.db.lease_timer.task_id.find(task.id)
-    if timer is not None:
-        ctx.db.lease_timer.scheduled_id.update(_replace(timer, scheduled_at=At(expires)))
-    else:  # cannot happen for a running claimed task; re-arm rather than leave it unreaped
-        ctx.db.lease_timer.insert(LeaseTimer(0, At(expires), task.id, task.attempts))
+    arm_sweep(ctx, expires)  # a shorter lease than the sweep's time moves it earlier
     return extended
 
 

@@ -24,11 +24,11 @@ def bank_invariants(db: Database) -> list[str]:
 
 def retry_invariants(db: Database) -> list[str]:
     """One status per task with the fields that status implies; attempts within bounds; one task
-    per idempotency key; a lease timer exactly for each running task; the history cap."""
+    per idempotency key; the lease sweep due no later than any lease's end; the history cap."""
     problems: list[str] = []
     with db.read() as v:
         tasks = list(v.db.task.iter())
-        timers = {t.task_id: t for t in v.db.lease_timer.iter()}
+        sweep = v.db.lease_sweep.scheduled_id.find(0)
         settings = v.db.retry_settings.id.find(0)
         history = v.db.attempt.count()
     keys = Counter(t.idempotency_key for t in tasks if t.idempotency_key is not None)
@@ -44,13 +44,10 @@ def retry_invariants(db: Database) -> list[str]:
         if status == "running" and not t.in_module:
             if not leased:
                 problems.append(f"{where}: running without a lease")
-            timer = timers.get(t.id)
-            if timer is None or timer.attempt != t.attempts:
-                problems.append(f"{where}: running without a lease timer for this attempt")
+            elif sweep is None or sweep.scheduled_at.time > t.lease_expires_at:
+                problems.append(f"{where}: the lease sweep is not due by its lease's end ({sweep})")
         elif leased:
             problems.append(f"{where}: holds a lease while not running")
-        elif t.id in timers:
-            problems.append(f"{where}: has a lease timer while not running")
         if (status == "dead") != (t.dead_reason is not None):
             problems.append(f"{where}: dead_reason {t.dead_reason} does not fit")
         if (status == "completed") != (t.completed_at is not None):

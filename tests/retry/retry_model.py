@@ -59,9 +59,9 @@ class Model:
     tasks: dict[int, MTask] = field(default_factory=dict)
     history: list[tuple[int, int, int, str, str]] = field(default_factory=list)  # (id, task, attempt, outcome, worker)
     attempt_timers: dict[int, tuple[int, int]] = field(default_factory=dict)  # task -> (due, id)
-    lease_timers: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # task -> (due, id, attempt)
+    sweep: int | None = None  # when the lease sweep (its one row) is due
     notes: list[tuple[int, int]] = field(default_factory=list)  # handler writes that committed
-    seq: dict[str, int] = field(default_factory=lambda: {"task": 0, "attempt": 0, "attempt_timer": 0, "lease_timer": 0})
+    seq: dict[str, int] = field(default_factory=lambda: {"task": 0, "attempt": 0, "attempt_timer": 0})
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -90,7 +90,10 @@ class Model:
 
     def _disarm(self, task_id: int) -> None:
         self.attempt_timers.pop(task_id, None)
-        self.lease_timers.pop(task_id, None)
+
+    def _arm_sweep(self, expires: int) -> None:
+        if self.sweep is None or self.sweep > expires:
+            self.sweep = expires
 
     def _record(self, t: MTask, outcome: str, worker: str) -> None:
         self.history.append((self._next("attempt"), t.id, t.attempts, outcome, worker))
@@ -153,15 +156,14 @@ class Model:
         t.status, t.attempts = "running", t.attempts + 1
         t.lease_holder, t.lease_expires = who, self.now + seconds * S
         t.claimed_by = who.to_hex() if worker_id is None else worker_id
-        self.lease_timers[t.id] = (t.lease_expires, self._next("lease_timer"), t.attempts)
+        self._arm_sweep(t.lease_expires)
         return t
 
     def heartbeat(self, who: Identity, task_id: int, lease: int | None) -> MTask:
         self._worker(who)
         t = self._held(who, task_id)
         t.lease_expires = self.now + (self.default_lease if lease is None else lease) * S
-        _, sid, attempt = self.lease_timers[t.id]
-        self.lease_timers[t.id] = (t.lease_expires, sid, attempt)
+        self._arm_sweep(t.lease_expires)
         return t
 
     def complete(self, who: Identity, task_id: int, result: Any, attempt: int | None = None) -> MTask:
@@ -252,7 +254,7 @@ class Model:
         while True:
             due = sorted(
                 [(d, "attempt_timer", sid, tid) for tid, (d, sid) in self.attempt_timers.items() if d <= self.now]
-                + [(d, "lease_timer", sid, tid) for tid, (d, sid, _) in self.lease_timers.items() if d <= self.now]
+                + ([(self.sweep, "lease_sweep", 0, 0)] if self.sweep is not None and self.sweep <= self.now else [])
             )
             if not due:
                 return
@@ -260,11 +262,18 @@ class Model:
                 if table == "attempt_timer" and self.attempt_timers.get(tid) == (d, sid):
                     del self.attempt_timers[tid]
                     self._run_attempt(tid, plan_of)
-                elif table == "lease_timer" and self.lease_timers.get(tid, (None, None))[:2] == (d, sid):
-                    attempt = self.lease_timers.pop(tid)[2]
-                    t = self.tasks.get(tid)
-                    if t is not None and t.status == "running" and t.attempts == attempt:
-                        self._fail(t, LEASE, "lease_expired", t.claimed_by or "?")
+                elif table == "lease_sweep" and self.sweep == d:
+                    self._sweep()
+
+    def _sweep(self) -> None:
+        """Reap the ended leases, earliest (then lowest id) first; re-arm at the next lease end,
+        or let the one-shot row go."""
+        leased = sorted((t.lease_expires, t.id) for t in self.tasks.values() if t.lease_expires is not None)
+        for expires, tid in leased:
+            if expires <= self.now:
+                t = self.tasks[tid]
+                self._fail(t, LEASE, "lease_expired", t.claimed_by or "?")
+        self.sweep = next((e for e, _ in leased if e > self.now), None)
 
     def _run_attempt(self, tid: int, plan_of: Any) -> None:
         t = self.tasks.get(tid)

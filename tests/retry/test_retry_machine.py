@@ -283,7 +283,7 @@ class RetryMachine(RuleBasedStateMachine):
         self.model.run_due(plan_of)
         self.db.run_due()
 
-    @precondition(lambda self: bool(self.model.attempt_timers or self.model.lease_timers))
+    @precondition(lambda self: bool(self.model.attempt_timers or self.model.sweep is not None))
     @rule()
     def to_next_due(self) -> None:
         due = self.db.next_due()
@@ -380,7 +380,8 @@ class RetryMachine(RuleBasedStateMachine):
             assert {w.identity for w in db.retry_worker.iter()} == m.workers
             # timers and the handlers' committed writes
             assert {t.task_id: (t.scheduled_at.time.micros, t.scheduled_id) for t in db.attempt_timer.iter()} == m.attempt_timers
-            assert {t.task_id: (t.scheduled_at.time.micros, t.scheduled_id, t.attempt) for t in db.lease_timer.iter()} == m.lease_timers
+            assert [s.scheduled_at.time.micros for s in db.lease_sweep.iter()] == ([] if m.sweep is None else [m.sweep])
+            assert db.lease_timer.count() == 0  # legacy: never written
             assert [(n.task_id, n.attempt) for n in db.note.iter()] == m.notes
 
     @invariant()

@@ -27,15 +27,16 @@ def test_task_has_seed_000_fields_and_the_extras() -> None:
 
 def test_tables_and_indexes(rm: RetryModule) -> None:
     tables = rm.module.tables
-    assert {"task", "attempt", "retry_admin", "retry_worker", "retry_settings", "attempt_timer", "lease_timer"} <= set(tables)
+    assert {"task", "attempt", "retry_admin", "retry_worker", "retry_settings", "attempt_timer", "lease_sweep", "lease_timer"} <= set(tables)
     ix = tables["task"].indexes
     # seed 000: "Indexed on status, queue, run_after, created_at"
-    for col in ("status", "queue", "run_after", "created_at", "job_type", "idempotency_key"):
+    for col in ("status", "queue", "run_after", "created_at", "job_type", "idempotency_key", "lease_expires_at"):
         assert ix[col].columns == (col,)
     assert ix["by_claim_queue"].columns == ("status", "in_module", "queue", "neg_priority", "run_after")
     assert ix["by_claim"].columns == ("status", "in_module", "neg_priority", "run_after")
     assert tables["attempt_timer"].scheduled == "run_attempt"
-    assert tables["lease_timer"].scheduled == "reap_lease"
+    assert tables["lease_sweep"].scheduled == "sweep_leases"
+    assert tables["lease_timer"].scheduled == "reap_lease"  # legacy, kept so older databases open
 
 
 def test_init_seeds_the_publisher_as_admin_and_default_settings(db: Database) -> None:

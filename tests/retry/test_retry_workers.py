@@ -69,7 +69,10 @@ def test_complete_stores_the_result_and_history(db: Database, clock: ManualClock
     clock.advance(3)
     done = db.call("complete", t.id, {"ok": True}, sender=WORKER)
     assert (done.status, done.result, done.completed_at, done.attempts) == (TaskStatus.COMPLETED, {"ok": True}, clock.now(), 1)
-    assert done.lease_holder is None and db.next_due() is None  # the reaper timer is gone
+    assert done.lease_holder is None and db.next_due() == t.lease_expires_at  # the sweep stays armed...
+    clock.advance(300)
+    assert db.run_due() == 1 and db.next_due() is None  # ...fires, finds no lease ended, and goes
+    assert queries.get_task(db, WORKER, t.id).status is TaskStatus.COMPLETED
     [h] = queries.history(db, ADMIN)
     assert (h.outcome, h.worker, h.attempt, h.finished_at.micros - h.started_at.micros) == (Outcome.COMPLETED, "w1", 1, 3_000_000)
     with pytest.raises(InvalidTransition, match="completed, not running"):
@@ -121,9 +124,14 @@ def test_heartbeat_extends_the_lease(db: Database, clock: ManualClock) -> None:
     db.call("claim", None, None, 60, sender=WORKER)
     clock.advance(50)
     h = db.call("heartbeat", t.id, 60, sender=WORKER)
-    assert h.lease_expires_at == _later(clock, 60) == db.next_due()
+    assert h.lease_expires_at == _later(clock, 60)
+    assert db.next_due() == _later(clock, 10)  # the sweep keeps its time: the old lease end
     clock.advance(50)
-    assert db.run_due() == 0  # the old expiry passed without reaping
+    assert db.run_due() == 1  # the old expiry passed: the sweep fired, reaped nothing...
+    assert db.next_due() == h.lease_expires_at  # ...and re-armed at the extended lease's end
+    assert queries.get_task(db, ADMIN, t.id).status is TaskStatus.RUNNING
+    db.call("heartbeat", t.id, 5, sender=WORKER)  # a shorter lease moves the sweep earlier
+    assert db.next_due() == _later(clock, 5)
     assert db.call("complete", t.id, sender=WORKER).status is TaskStatus.COMPLETED
     with pytest.raises(InvalidTransition):
         db.call("heartbeat", t.id, sender=WORKER)

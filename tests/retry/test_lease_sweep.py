@@ -1,0 +1,98 @@
+"""The lease sweep: one timer, due at the earliest lease end, reaping every ended lease when it
+fires; and the legacy per-claim timers of older databases, which still fire but reap only a lease
+that has really ended."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stdbmod import At, Database, ManualClock, ReducerContext, TimeDuration
+from stdbmod.retry import Completion, LeaseTimer, Outcome, RetryModule, TaskStatus, queries
+
+from tests.retry.conftest import published
+from tests.retry.support import ADMIN, WORKER
+
+
+def status(db: Database, task_id: int) -> tuple[str, int]:
+    t = queries.get_task(db, ADMIN, task_id)
+    return t.status.value, t.attempts
+
+
+def test_one_firing_reaps_every_ended_lease_earliest_first_and_rearms(db: Database, clock: ManualClock) -> None:
+    ids = [db.call("enqueue", "j", None, None, 3, 0, sender=WORKER).id for _ in range(4)]
+    for lease in (30, 10, 20, 90):  # claims ids[0..3] in order, with these leases
+        db.call("claim", None, "w", lease, sender=WORKER)
+    assert db.next_due() == clock.now() + TimeDuration.from_seconds(10)
+    with db.read() as v:
+        assert v.db.lease_sweep.count() == 1  # one timer, however many claims
+    clock.advance(25)
+    assert db.run_due() == 1  # one firing...
+    assert [status(db, i) for i in ids] == [("running", 1), ("queued", 1), ("queued", 1), ("running", 1)]
+    reaped = [h.task_id for h in reversed(queries.history(db, ADMIN)) if h.outcome is Outcome.LEASE_EXPIRED]
+    assert reaped == [ids[1], ids[2]]  # ...reaped both ended leases, the earlier end first
+    assert db.next_due() == clock.now() + TimeDuration.from_seconds(5)  # the next lease end: ids[0]'s
+
+
+def test_batch_claims_share_the_sweep_and_completing_them_all_lets_it_go(db: Database, clock: ManualClock) -> None:
+    for _ in range(3):
+        db.call("enqueue", "j", sender=WORKER)
+    jobs = db.call("claim_many", 3, None, "w", 60, sender=WORKER)
+    db.call("complete_many", [Completion(j.id, None, j.attempts) for j in jobs], sender=WORKER)
+    clock.advance(60)
+    assert db.run_due() == 1 and db.next_due() is None
+    with db.read() as v:
+        assert v.db.lease_sweep.count() == 0 and v.db.task.count() == 3
+
+
+def test_a_sweep_with_nothing_to_reap_changes_no_task(db: Database, clock: ManualClock) -> None:
+    t = db.call("enqueue", "j", sender=WORKER)
+    db.call("claim", None, "w", 10, sender=WORKER)
+    db.call("heartbeat", t.id, 100, sender=WORKER)
+    before = queries.get_task(db, ADMIN, t.id)
+    clock.advance(10)
+    assert db.run_due() == 1
+    assert queries.get_task(db, ADMIN, t.id) == before
+
+
+def with_legacy_timers(tmp_path: Path, rm: RetryModule, clock: ManualClock) -> Database:
+    """A retry database whose module can also write a per-claim `lease_timer` row, as claims did
+    before the sweep (the way an older database holds them)."""
+
+    @rm.module.reducer
+    def legacy_timer(ctx: ReducerContext, task_id: int) -> None:
+        task = ctx.db.task.id.find(task_id)
+        ctx.db.lease_timer.insert(LeaseTimer(0, At(task.lease_expires_at), task_id, task.attempts))
+
+    return published(tmp_path / "legacy", rm, clock)
+
+
+def test_a_legacy_timer_does_not_reap_a_lease_a_heartbeat_extended(tmp_path: Path, rm: RetryModule, clock: ManualClock) -> None:
+    db = with_legacy_timers(tmp_path, rm, clock)
+    t = db.call("enqueue", "j", sender=WORKER)
+    db.call("claim", None, "w", 30, sender=WORKER)
+    db.call("legacy_timer", t.id, sender=ADMIN)
+    clock.advance(20)
+    db.call("heartbeat", t.id, 60, sender=WORKER)  # moves the lease, not the legacy row
+    clock.advance(15)
+    db.run_due()  # the legacy row (and the sweep) fire at the old end
+    assert status(db, t.id) == ("running", 1)
+    with db.read() as v:
+        assert v.db.lease_timer.count() == 0
+    clock.advance(60)
+    db.run_due()
+    assert status(db, t.id) == ("queued", 1)
+    assert [h.outcome for h in queries.history(db, ADMIN)] == [Outcome.LEASE_EXPIRED]  # reaped once
+    db.close()
+
+
+def test_a_legacy_timer_and_the_sweep_reap_an_ended_lease_once(tmp_path: Path, rm: RetryModule, clock: ManualClock) -> None:
+    db = with_legacy_timers(tmp_path, rm, clock)
+    t = db.call("enqueue", "j", None, None, 1, sender=WORKER)
+    db.call("claim", None, "w", 30, sender=WORKER)
+    db.call("legacy_timer", t.id, sender=ADMIN)
+    clock.advance(30)
+    db.run_due()
+    assert queries.get_task(db, ADMIN, t.id).status is TaskStatus.DEAD
+    assert [h.outcome for h in queries.history(db, ADMIN)] == [Outcome.LEASE_EXPIRED]
+    assert db.next_due() is None
+    db.close()
