@@ -1,4 +1,4 @@
-"""Table handles: insert, find, update, delete, filter (equality, prefix, range), iter, count."""
+"""Table handles: insert, find, update, delete, filter (equality, prefix, range) and count by index, iter, count."""
 
 from __future__ import annotations
 
@@ -118,6 +118,25 @@ def test_filter_equality_prefix_and_range(db: Database) -> None:
     assert q(db, "result = [r.price for r in db.item.price.filter(Range(lo=7), reverse=True)]") == [9, 7]
     assert q(db, "result = [r.kind for r in db.item.by_owner_kind.filter((ctx.sender, Range('hat', 'sock')))]") == ["hat", "hat", "shoe"]
     assert q(db, "result = [r.id for r in db.item.id.filter(Range(2, 4))]") == [2, 3]
+
+
+@pytest.mark.parametrize(
+    "index, spec",
+    [
+        ("by_owner_kind", "(ctx.sender, 'hat')"),
+        ("by_owner_kind", "(ctx.sender,)"),
+        ("by_owner_kind", "(ctx.identity, Range('hat', 'sock', hi_inclusive=True))"),
+        ("price", "Range(3, 7)"),
+        ("price", "Range(lo=7)"),
+        ("price", "4"),
+        ("note", "None"),
+        ("sku", "'sku2'"),
+        ("id", "Range(2, 4)"),
+    ],
+)
+def test_an_index_counts_what_filter_yields(db: Database, index: str, spec: str) -> None:
+    counted, listed = q(db, f"result = (db.item.{index}.count({spec}), len(list(db.item.{index}.filter({spec}))))")
+    assert counted == listed
 
 
 def test_optional_columns_index_none_first(db: Database) -> None:
