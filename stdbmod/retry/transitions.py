@@ -88,8 +88,11 @@ def arm_attempt(ctx: ReducerContext, task: Task) -> None:
     ctx.db.attempt_timer.insert(AttemptTimer(0, At(task.run_after), task.id))
 
 
-def disarm(ctx: ReducerContext, task_id: int) -> None:
-    ctx.db.attempt_timer.task_id.delete(task_id)
+def disarm(ctx: ReducerContext, task: Task) -> None:
+    """Drop the next in-module attempt of `task` (as it was before the change): only a task
+    queued for a handler has one, so a worker's claim costs no lookup."""
+    if task.in_module:
+        ctx.db.attempt_timer.task_id.delete(task.id)
 
 
 def arm_sweep(ctx: ReducerContext, expires: Timestamp) -> None:
@@ -221,7 +224,7 @@ def succeed(ctx: ReducerContext, task: Task, result: Any, worker: str) -> Task:
         task, status=TaskStatus.COMPLETED, completed_at=now, result=result, lease_holder=None, lease_expires_at=None, updated_at=now
     )
     ctx.db.task.id.update(done)
-    disarm(ctx, task.id)
+    disarm(ctx, task)
     return done
 
 
@@ -239,7 +242,7 @@ def fail(ctx: ReducerContext, handlers: Handlers, task: Task, error: str, outcom
         run_after = now + backoff_delay(task.backoff_seconds, task.attempts)
         after = _replace(after, status=TaskStatus.QUEUED, run_after=run_after, in_module=task.job_type in handlers)
     ctx.db.task.id.update(after)
-    disarm(ctx, task.id)
+    disarm(ctx, task)
     if after.status is TaskStatus.QUEUED and after.in_module:
         arm_attempt(ctx, after)
     return after
@@ -278,7 +281,7 @@ def cancel(ctx: ReducerContext, task: Task, reason: str | None) -> Task:
     if reason is not None:
         dead = _replace(dead, last_error=clip_error(reason))
     ctx.db.task.id.update(dead)
-    disarm(ctx, task.id)
+    disarm(ctx, task)
     return dead
 
 
@@ -286,4 +289,4 @@ def delete(ctx: ReducerContext, task: Task) -> None:
     if task.status is not TaskStatus.DEAD:
         raise InvalidTransition(f"task {task.id} is {task.status.value}; only a dead task can be deleted")
     ctx.db.task.delete(task)
-    disarm(ctx, task.id)
+    disarm(ctx, task)
