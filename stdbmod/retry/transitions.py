@@ -110,7 +110,8 @@ def sweep_leases(ctx: ReducerContext, handlers: Handlers) -> int:
     now = ctx.timestamp
     ended = list(ctx.db.task.lease_expires_at.filter(Range(Timestamp(-(1 << 63)), now, hi_inclusive=True)))
     for task in ended:
-        reap(ctx, handlers, task)
+        if task.status is TaskStatus.RUNNING:  # only a running claim holds a lease (defensive)
+            reap(ctx, handlers, task)
     upcoming: Task | None = next(iter(ctx.db.task.lease_expires_at.filter(Range(now, lo_inclusive=False))), None)
     if upcoming is not None and upcoming.lease_expires_at is not None:
         ctx.db.lease_sweep.scheduled_id.update(LeaseSweep(0, At(upcoming.lease_expires_at)))
