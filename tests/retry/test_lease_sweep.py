@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stdbmod import At, Database, ManualClock, ReducerContext, TimeDuration
+import msgspec
+
+from stdbmod import At, Database, ManualClock, Range, ReducerContext, TimeDuration
 from stdbmod.retry import Completion, LeaseTimer, Outcome, RetryModule, TaskStatus, queries
 
 from tests.retry.conftest import published
@@ -95,4 +97,62 @@ def test_a_legacy_timer_and_the_sweep_reap_an_ended_lease_once(tmp_path: Path, r
     assert queries.get_task(db, ADMIN, t.id).status is TaskStatus.DEAD
     assert [h.outcome for h in queries.history(db, ADMIN)] == [Outcome.LEASE_EXPIRED]
     assert db.next_due() is None
+    db.close()
+
+
+def made_before_the_sweep(path: Path, rm: RetryModule) -> None:
+    """Rewrite a closed database into what the retry module made before the sweep: no
+    `lease_sweep` table and no index on `lease_expires_at` in its stored schema or its data."""
+    from stdbmod import codec
+    from stdbmod.runtime import spaces
+    from stdbmod.runtime.database import Meta, _meta_decoder
+    from stdbmod.storage import LmdbStorage
+
+    storage = LmdbStorage(str(path))
+    try:
+        w = storage.begin_write()
+        meta: Meta = _meta_decoder.decode(w.get(spaces.META, b"meta"))
+        tables = [t for t in meta.schema["tables"] if t["name"] != "lease_sweep"]
+        for t in tables:
+            if t["name"] == "task":
+                del t["indexes"]["lease_expires_at"]
+        w.clear(spaces.index("task", "lease_expires_at"))
+        w.clear(spaces.rows("lease_sweep"))
+        for key, _ in list(w.scan(spaces.SCHEDULE_BY_ROW)):
+            if key.startswith(b"lease_sweep\x00"):
+                w.delete(spaces.SCHEDULE_QUEUE, w.get(spaces.SCHEDULE_BY_ROW, key))
+                w.delete(spaces.SCHEDULE_BY_ROW, key)
+        schema = {**meta.schema, "tables": tables}
+        w.put(spaces.META, b"meta", codec.msgpack_encoder.encode(msgspec.structs.replace(meta, schema=schema)))
+        w.commit()
+        with storage.begin_read() as r:
+            assert r.count(spaces.index("task", "lease_expires_at")) == 0 and r.count(spaces.rows("lease_timer")) == 2
+    finally:
+        storage.close()
+
+
+def test_a_database_made_before_the_sweep_opens_builds_the_index_and_reaps_its_old_claims(
+    tmp_path: Path, rm: RetryModule, clock: ManualClock
+) -> None:
+    db = with_legacy_timers(tmp_path, rm, clock)
+    old, extended = (db.call("enqueue", "j", None, None, 3, 0, sender=WORKER).id for _ in range(2))
+    for task in (old, extended):
+        db.call("claim", None, "w", 30, sender=WORKER)
+        db.call("legacy_timer", task, sender=ADMIN)  # as the claims of that version did
+    db.close()
+    made_before_the_sweep(tmp_path / "legacy", rm)
+
+    db = Database.open(tmp_path / "legacy", rm.module, clock=clock, durable=False)
+    assert db.check_integrity() == []  # the new index was built from the rows
+    with db.read() as v:
+        assert sorted(t.id for t in v.db.task.lease_expires_at.filter(Range(clock.now()))) == [old, extended]
+        assert v.db.lease_sweep.count() == 0 and v.db.lease_timer.count() == 2
+    db.call("heartbeat", extended, 120, sender=WORKER)  # arms the sweep at the new end
+    clock.advance(30)
+    db.run_due()  # the legacy rows fire: the ended lease is reaped, the extended one kept
+    assert status(db, old) == ("queued", 1) and status(db, extended) == ("running", 1)
+    clock.advance(90)
+    db.run_due()  # the sweep reaps the extended claim at its new end
+    assert status(db, extended) == ("queued", 1)
+    assert [h.task_id for h in reversed(queries.history(db, ADMIN))] == [old, extended]
     db.close()
