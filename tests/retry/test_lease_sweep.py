@@ -111,16 +111,16 @@ def made_before_the_sweep(path: Path, rm: RetryModule) -> None:
     storage = LmdbStorage(str(path))
     try:
         w = storage.begin_write()
-        meta: Meta = _meta_decoder.decode(w.get(spaces.META, b"meta"))
+        meta: Meta = _meta_decoder.decode(w.get(spaces.META, b"meta") or b"")
         tables = [t for t in meta.schema["tables"] if t["name"] != "lease_sweep"]
         for t in tables:
             if t["name"] == "task":
                 del t["indexes"]["lease_expires_at"]
         w.clear(spaces.index("task", "lease_expires_at"))
         w.clear(spaces.rows("lease_sweep"))
-        for key, _ in list(w.scan(spaces.SCHEDULE_BY_ROW)):
+        for key, queue_key in list(w.scan(spaces.SCHEDULE_BY_ROW)):
             if key.startswith(b"lease_sweep\x00"):
-                w.delete(spaces.SCHEDULE_QUEUE, w.get(spaces.SCHEDULE_BY_ROW, key))
+                w.delete(spaces.SCHEDULE_QUEUE, queue_key)
                 w.delete(spaces.SCHEDULE_BY_ROW, key)
         schema = {**meta.schema, "tables": tables}
         w.put(spaces.META, b"meta", codec.msgpack_encoder.encode(msgspec.structs.replace(meta, schema=schema)))
