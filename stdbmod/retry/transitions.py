@@ -104,9 +104,16 @@ def arm_sweep(ctx: ReducerContext, expires: Timestamp) -> None:
         ctx.db.lease_sweep.scheduled_id.update(LeaseSweep(0, At(expires)))
 
 
+# After a firing the sweep waits at least this long. Without it, N long jobs whose heartbeats
+# keep moving their leases would make it fire (and find nothing) about once per heartbeat each;
+# with it, at most once a second, and a lease is reaped at most this late.
+SWEEP_SPACING = TimeDuration.from_seconds(1)
+
+
 def sweep_leases(ctx: ReducerContext, handlers: Handlers) -> int:
     """Reap every claim whose lease has ended, the earliest first (the sweep firing), then move
-    the sweep to the next lease end: an index walk over the ended leases and one more entry."""
+    the sweep to the next lease end (or a second from now, if later): an index walk over the
+    ended leases and one more entry."""
     now = ctx.timestamp
     ended = list(ctx.db.task.lease_expires_at.filter(Range(Timestamp(-(1 << 63)), now, hi_inclusive=True)))
     for task in ended:
@@ -114,7 +121,7 @@ def sweep_leases(ctx: ReducerContext, handlers: Handlers) -> int:
             reap(ctx, handlers, task)
     upcoming: Task | None = next(iter(ctx.db.task.lease_expires_at.filter(Range(now, lo_inclusive=False))), None)
     if upcoming is not None and upcoming.lease_expires_at is not None:
-        ctx.db.lease_sweep.scheduled_id.update(LeaseSweep(0, At(upcoming.lease_expires_at)))
+        ctx.db.lease_sweep.scheduled_id.update(LeaseSweep(0, At(max(upcoming.lease_expires_at, now + SWEEP_SPACING))))
     return len(ended)
 
 

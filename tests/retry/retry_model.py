@@ -273,7 +273,8 @@ class Model:
             if expires <= self.now:
                 t = self.tasks[tid]
                 self._fail(t, LEASE, "lease_expired", t.claimed_by or "?")
-        self.sweep = next((e for e, _ in leased if e > self.now), None)
+        upcoming = next((e for e, _ in leased if e > self.now), None)
+        self.sweep = None if upcoming is None else max(upcoming, self.now + S)  # SWEEP_SPACING
 
     def _run_attempt(self, tid: int, plan_of: Any) -> None:
         t = self.tasks.get(tid)

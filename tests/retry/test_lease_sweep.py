@@ -35,6 +35,20 @@ def test_one_firing_reaps_every_ended_lease_earliest_first_and_rearms(db: Databa
     assert db.next_due() == clock.now() + TimeDuration.from_seconds(5)  # the next lease end: ids[0]'s
 
 
+def test_after_a_firing_the_sweep_waits_a_second(db: Database, clock: ManualClock) -> None:
+    a, b = (db.call("enqueue", "j", None, None, 3, 0, sender=WORKER).id for _ in range(2))
+    db.call("claim", None, "w", 10, sender=WORKER)
+    clock.advance(0.5)
+    db.call("claim", None, "w", 10, sender=WORKER)  # ends half a second after the first
+    clock.advance(9.5)
+    assert db.run_due() == 1 and status(db, a) == ("queued", 1)
+    assert db.next_due() == clock.now() + TimeDuration.from_seconds(1)  # not b's end, 0.5 s away
+    clock.advance(0.5)
+    assert db.run_due() == 0 and status(db, b) == ("running", 1)
+    clock.advance(0.5)
+    assert db.run_due() == 1 and status(db, b) == ("queued", 1)  # reaped half a second late
+
+
 def test_batch_claims_share_the_sweep_and_completing_them_all_lets_it_go(db: Database, clock: ManualClock) -> None:
     for _ in range(3):
         db.call("enqueue", "j", sender=WORKER)
