@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from stdbmod import Database, Identity
+from stdbmod.retry.transitions import SWEEP_SPACING
 
 
 def module_invariants(db: Database) -> list[str]:
@@ -24,7 +25,8 @@ def bank_invariants(db: Database) -> list[str]:
 
 def retry_invariants(db: Database) -> list[str]:
     """One status per task with the fields that status implies; attempts within bounds; one task
-    per idempotency key; the lease sweep due no later than any lease's end; the history cap."""
+    per idempotency key; the lease sweep due no later than a second after any lease's end (its
+    spacing after a firing); the history cap."""
     problems: list[str] = []
     with db.read() as v:
         tasks = list(v.db.task.iter())
@@ -44,8 +46,8 @@ def retry_invariants(db: Database) -> list[str]:
         if status == "running" and not t.in_module:
             if not leased:
                 problems.append(f"{where}: running without a lease")
-            elif sweep is None or sweep.scheduled_at.time > t.lease_expires_at:
-                problems.append(f"{where}: the lease sweep is not due by its lease's end ({sweep})")
+            elif sweep is None or sweep.scheduled_at.time > t.lease_expires_at + SWEEP_SPACING:
+                problems.append(f"{where}: the lease sweep is not due by its lease's end {t.lease_expires_at} (+1 s): {sweep}")
         elif leased:
             problems.append(f"{where}: holds a lease while not running")
         if (status == "dead") != (t.dead_reason is not None):
