@@ -9,6 +9,9 @@ replaying the log into a database of the new module builds the same indexes as i
 
 from __future__ import annotations
 
+import logging
+import time
+
 import msgspec
 
 from ..errors import SchemaMismatch
@@ -17,6 +20,8 @@ from ..module import Module
 from ..storage import WriteTxn
 from . import spaces
 
+log = logging.getLogger("stdbmod")
+
 
 def rebuild_indexes(txn: WriteTxn, module: Module, changes: list[tuple[str, str, bool]]) -> None:
     """Empty the dropped indexes' spaces, then fill the built ones; a unique index that the rows
@@ -24,16 +29,21 @@ def rebuild_indexes(txn: WriteTxn, module: Module, changes: list[tuple[str, str,
     for table, name, build in changes:
         if not build:
             txn.clear(spaces.index(table, name))
+            log.info("schema change: dropped index %s.%s", table, name)
     for table, name, build in changes:
         if build:
-            _build(txn, module, table, name)
+            started = time.monotonic()
+            rows = _build(txn, module, table, name)
+            log.info("schema change: built index %s.%s from %d rows in %.1f s", table, name, rows, time.monotonic() - started)
 
 
-def _build(txn: WriteTxn, module: Module, table: str, name: str) -> None:
+def _build(txn: WriteTxn, module: Module, table: str, name: str) -> int:
     t = module.tables[table]
     ix = t.indexes[name]
     space = spaces.index(table, name)
+    rows = 0
     for pk_key, raw in txn.scan(spaces.rows(table)):
+        rows += 1
         vals = msgspec.structs.astuple(t.decoder.decode(raw))
         value = ix.values(vals)
         key = ix.encode(value)
@@ -48,3 +58,4 @@ def _build(txn: WriteTxn, module: Module, table: str, name: str) -> None:
         if len(key) > MAX_KEY_SIZE:
             raise SchemaMismatch(f"table {table}: cannot add index {name}: a row's indexed value is too long for a key")
         txn.put(space, key, pk_key)
+    return rows

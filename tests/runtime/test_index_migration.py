@@ -114,3 +114,15 @@ def test_a_unique_index_the_rows_keep_is_added_and_enforced(tmp_path: Path) -> N
     with pytest.raises(UniqueConstraintViolation, match="thing.name"):
         db.call("add", "p", 2, sender=ALICE)
     db.close()
+
+
+def test_each_rebuilt_index_is_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    db = Database.create(tmp_path, module("index"), owner=OWNER, clock=ManualClock())
+    db.call("add", "a", 1, sender=ALICE)
+    db.close()
+    with caplog.at_level("INFO", logger="stdbmod"):
+        Database.open(tmp_path, module("", {"by_size": ("size",)}), clock=ManualClock()).close()
+    assert [r.getMessage().split(" in ")[0] for r in caplog.records] == [
+        "schema change: dropped index thing.name",
+        "schema change: built index thing.by_size from 1 rows",
+    ]
