@@ -34,7 +34,7 @@ def test_identity_and_connection_widths() -> None:
 def test_values_are_immutable_and_hashable() -> None:
     i = Identity.zero()
     with pytest.raises(AttributeError):
-        i._b = b"x"  # type: ignore[misc]
+        i._b = b"x"
     assert {i: 1}[Identity.zero()] == 1
     assert len({Timestamp(1), Timestamp(1), TimeDuration(1)}) == 2
 
@@ -68,6 +68,6 @@ def test_json_forms() -> None:
 def test_schedule_at_is_a_tagged_union() -> None:
     enc = codec.to_builtins(At(Timestamp(7)))
     assert enc == {"type": "time", "time": 7}
-    assert codec.convert({"type": "interval", "interval": 5}, ScheduleAt) == Every(TimeDuration(5))  # type: ignore[arg-type]
+    assert codec.convert({"type": "interval", "interval": 5}, ScheduleAt) == Every(TimeDuration(5))
     raw = codec.msgpack_encoder.encode(Every(TimeDuration(3)))
     assert codec.msgpack_decoder(ScheduleAt).decode(raw) == Every(TimeDuration(3))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ PEOPLE = [Identity.from_claims("test", f"p{i}") for i in range(6)]
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Database:
+def db(tmp_path: Path) -> Iterator[Database]:
     d = Database.create(tmp_path / "db", bank, owner=OWNER, durable=False)
     for i, who in enumerate(PEOPLE):
         d.call("open_account", 10 * i, sender=who)
@@ -135,8 +136,8 @@ def test_index_reads_agree_with_scans(tmp_path_factory: pytest.TempPathFactory, 
 
     ops = {"=": o.eq, "!=": o.ne, "<": o.lt, "<=": o.le, ">": o.gt, ">=": o.ge}
 
-    def keep(r: dict[str, int]) -> bool:  # type: ignore[type-arg]
-        base = ops[op](r[column], value)
+    def keep(r: dict[str, int]) -> bool:
+        base: bool = ops[op](r[column], value)
         if conj == " AND amount > 1":
             return base and r["amount"] > 1
         if conj == " OR id = 1":

@@ -63,7 +63,14 @@ def test_logs_follow_prints_new_lines_and_stops_on_ctrl_c(tmp_path: Path) -> Non
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    assert proc.stdout is not None
+    stdout = proc.stdout
+
+    def pump() -> None:
+        for line in stdout:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
     try:
         # A second process writes while the first follows (LMDB allows both).
         with Database.open(data, bank) as db, pytest.raises(SenderError):

@@ -80,7 +80,7 @@ def test_bad_options_exit_2(invoke: Invoke, retry_dir: str) -> None:
 
 
 def test_a_module_with_handlers_runs_them_when_called(invoke: Invoke, tmp_path: object) -> None:
-    data = str(tmp_path) + "/shop"  # type: ignore[operator]
+    data = str(tmp_path) + "/shop"
     invoke("publish", "--data", data, "stdbmod.examples.shop")
     assert invoke("call", "--data", data, "place_order", '"book"', '"ann@example.com"').stdout.strip() == "1"
     # the call ran the due attempt: the receipt handler wrote the outbox row

@@ -63,10 +63,10 @@ def _read(messages: list[dict[str, Any]], limit: int = 100, headers: list[tuple[
 def test_read_body_joins_the_messages_and_checks_the_limit_as_they_arrive() -> None:
     assert _read([{"type": "http.request", "body": b"abc"}]) == b"abc"
     assert _read([{"type": "http.request"}]) == b""
-    parts = [{"type": "http.request", "body": b"ab", "more_body": True}, {"type": "http.request", "body": b"", "more_body": True},
+    parts: list[dict[str, Any]] = [{"type": "http.request", "body": b"ab", "more_body": True}, {"type": "http.request", "body": b"", "more_body": True},
              {"type": "http.request", "body": b"cd"}]
     assert _read(parts) == b"abcd"
-    big = [{"type": "http.request", "body": b"x" * 60, "more_body": True}, {"type": "http.request", "body": b"x" * 60}]
+    big: list[dict[str, Any]] = [{"type": "http.request", "body": b"x" * 60, "more_body": True}, {"type": "http.request", "body": b"x" * 60}]
     with pytest.raises(HttpError) as e:
         _read(big)
     assert e.value.status_code == 413

@@ -206,7 +206,7 @@ def _tokens(t: Target) -> dict[str, str]:
         "alg none": f"{_b64({'alg': 'none', 'typ': 'JWT'})}.{_b64(claims)}.",
         "alg none, no dot": f"{_b64({'alg': 'none', 'typ': 'JWT'})}.{_b64(claims)}",
         "RS256 with a stranger's key": jwt.encode(claims, rsa_key, algorithm="RS256"),
-        "wrong audience": jwt.encode({**claims, "aud": "someone-else"}, t.key._secret, algorithm="HS256"),  # type: ignore[attr-defined]
+        "wrong audience": jwt.encode({**claims, "aud": "someone-else"}, t.key._secret, algorithm="HS256"),
         "no expiry claim tampered payload": t.token.split(".")[0] + "." + _b64({**claims, "sub": "admin"}) + "." + t.token.split(".")[2],
         "garbage": "not.a.token",
         "huge": "A" * 100_000,

@@ -4,6 +4,7 @@ or is applied although it was refused; otherwise it proves nothing."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> World:
+def world(tmp_path: Path) -> Iterator[World]:
     w = World(tmp_path)
     yield w
     w.db.close()

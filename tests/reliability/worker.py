@@ -40,7 +40,7 @@ def interactive(http: httpx.Client, name: str) -> None:
             if got.get("claimed"):
                 held[got["id"]] = got["attempts"]
         else:
-            body = {"result": {"by": name}} if cmd == "complete" else {"error": f"{name} failed"} if cmd == "fail" else {"lease_seconds": 60}
+            body: dict[str, Any] = {"result": {"by": name}} if cmd == "complete" else {"error": f"{name} failed"} if cmd == "fail" else {"lease_seconds": 60}
             if int(arg) in held:
                 body["attempt"] = held[int(arg)]
             say(cmd, http.post(f"{J}/{arg}/{cmd}", json=body), task=int(arg))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -255,7 +256,7 @@ def execute(db: Database, clock: ManualClock, step: Step, on_unit: Callable[[int
         report(0, Outcome("ack"))
         return
     calls = step.calls if isinstance(step, Group) else [step]
-    futures = []
+    futures: list[Future[Any] | Exception] = []
     for c in calls:
         try:
             futures.append(db.submit(c.reducer, *c.args, sender=Identity.from_hex(c.sender)))

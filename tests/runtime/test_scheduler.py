@@ -11,6 +11,7 @@ import pytest
 
 from stdbmod import At, Database, Every, Identity, ManualClock, Module, PrimaryKey, ReducerContext, ScheduleAt, Scheduler, SenderError, TimeDuration, Timestamp
 from stdbmod.errors import NoSuchReducer
+from stdbmod.runtime.commitlog import CommitRecord
 from tests.conftest import ALICE
 
 m = Module("sched")
@@ -161,7 +162,7 @@ def test_the_loop_wakes_when_an_earlier_row_is_inserted(db: Database, clock: Man
         done = threading.Event()
         original = db._core.on_commit
 
-        def watch(records: list[object]) -> None:
+        def watch(records: list[CommitRecord]) -> None:
             if any(getattr(r, "kind", "") == "scheduled" for r in records):
                 done.set()
 

@@ -161,7 +161,7 @@ class HistoryChecker:
             if tok[0] == "enqueue":
                 ids = {op.id for op in ops if op.status == 200}
                 if len(ids) > 1:
-                    problems.append(f"idempotency key {tok[1]} answered with tasks {sorted(ids)}")
+                    problems.append(f"idempotency key {tok[1]} answered with tasks {sorted(ids, key=lambda i: -1 if i is None else i)}")
                 acked, maybe = min(acked, 1), min(maybe, 1)
                 if committed > 1:
                     problems.append(f"UNEXPECTED: idempotency key {tok[1]} created {committed} tasks")
