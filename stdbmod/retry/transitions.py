@@ -110,7 +110,7 @@ def arm_sweep(ctx: ReducerContext, expires: Timestamp) -> None:
 SWEEP_SPACING = TimeDuration.from_seconds(1)
 
 
-def sweep_leases(ctx: ReducerContext, handlers: Handlers) -> int:
+def sweep_leases(ctx: ReducerContext, handlers: Handlers) -> None:
     """Reap every claim whose lease has ended, the earliest first (the sweep firing), then move
     the sweep to the next lease end (or a second from now, if later): an index walk over the
     ended leases and one more entry."""
@@ -122,7 +122,6 @@ def sweep_leases(ctx: ReducerContext, handlers: Handlers) -> int:
     upcoming: Task | None = next(iter(ctx.db.task.lease_expires_at.filter(Range(now, lo_inclusive=False))), None)
     if upcoming is not None and upcoming.lease_expires_at is not None:
         ctx.db.lease_sweep.scheduled_id.update(LeaseSweep(0, At(max(upcoming.lease_expires_at, now + SWEEP_SPACING))))
-    return len(ended)
 
 
 def reap(ctx: ReducerContext, handlers: Handlers, task: Task) -> None:
