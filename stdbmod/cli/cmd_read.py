@@ -27,7 +27,7 @@ def sql(data: str, module: str | None, query: str, as_: str | None, as_json: boo
     """Run a SELECT: WHERE on columns with AND/OR/NOT and comparisons, ORDER BY, LIMIT, COUNT(*).
 
     Private tables answer only the database owner (see --as)."""
-    from .sql import run_sql  # sqlglot is slow to import; only this command needs it
+    from ..runtime.sql import run_sql  # sqlglot is slow to import; only this command needs it
 
     who = caller(as_)
     with open_database(data, module) as (db, _):
