@@ -7,6 +7,7 @@ traceback is shown only with STDBMOD_DEBUG=1.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
@@ -16,32 +17,14 @@ import click
 
 from ..errors import ReducerFailed, SenderError, StdbError
 from .backup import backup_command
-from .cmd_db import call, publish, tick
-from .cmd_identity import identity_group
-from .cmd_read import log, logs, sql
-from .cmd_replay import replay
-from .cmd_tasks import tasks
+from .call import call, tick
+from .identity import identity_group
 from .options import CommandError, FailedError
+from .publish import publish
+from .read import log, logs, sql
+from .replay import replay
+from .tasks import tasks
 from .verify import verify
-
-
-def _serve_command() -> click.Command:
-    """The HTTP front end's command, if it is installed; else a stand-in that says so."""
-    try:
-        from ..http.cli import serve_command
-    except ModuleNotFoundError as e:
-        if e.name not in ("stdbmod.http", "stdbmod.http.cli"):
-            raise
-    else:
-        command: click.Command = serve_command
-        return command
-
-    @click.command(name="serve", short_help="Serve a database over HTTP (not installed).", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-    def serve() -> None:
-        """Serve a database over HTTP (not available in this installation yet)."""
-        raise CommandError("`stdbmod serve` is not available yet (the HTTP front end is not installed)")
-
-    return serve
 
 
 def _one_line(text: str) -> str:
@@ -62,13 +45,19 @@ def _translate(e: BaseException) -> CommandError:
 class StdbGroup(click.Group):
     """Turns every exception a command raises into a one-line `CommandError`."""
 
+    # `serve` is imported when it is asked for: starlette and uvicorn take about 0.3 s to import,
+    # which every other command would pay.
+    LAZY = {"serve": ("stdbmod.http.cli", "serve_command")}
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name == "serve":
-            return _serve_command()
+        if cmd_name in self.LAZY:
+            module, attr = self.LAZY[cmd_name]
+            command: click.Command = getattr(importlib.import_module(module), attr)
+            return command
         return super().get_command(ctx, cmd_name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), "serve"})
+        return sorted({*super().list_commands(ctx), *self.LAZY})
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
         """Like click's, but every error is one line: `Error: ...` (usage errors add where to

@@ -20,7 +20,7 @@ import click
 from lmdb import verify as lmdb_verify
 
 from ..runtime import CommitRecord, Database, apply_changes, spaces
-from ..local.datadir import module_for
+from ..local.datadir import module_for, open_database
 from .options import FailedError, data_option, json_option, module_option
 from .render import console, print_json, progress, record_table
 
@@ -80,10 +80,10 @@ def replay_check(db: Database, report: VerifyReport) -> None:
 def verify(data: str, module: str | None, as_json: bool) -> None:
     """Replay the commit log into a scratch database and compare state hashes; check LMDB's
     integrity. Exit 1 if either check fails."""
-    loaded = module_for(data, module)
+    module_for(data, module)  # a missing directory or module is said before anything is read
     report = VerifyReport(lmdb_problems=check_lmdb(data))
     if not report.lmdb_problems:
-        with Database.open(data, loaded.module) as db:
+        with open_database(data, module) as (db, _):
             replay_check(db, report)
     if as_json:
         print_json(

@@ -1,4 +1,5 @@
-"""`serve`: publish the database at DATA_DIR if there is none, then serve it with uvicorn.
+"""`serve`: bind the port, publish the database at DATA_DIR if there is none, then serve it with
+uvicorn.
 
 SIGTERM and SIGINT stop it cleanly: uvicorn stops accepting connections and finishes the
 requests in flight (each one answered only after its commit), then the app's lifespan stops the
@@ -14,6 +15,7 @@ import importlib
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -22,16 +24,16 @@ from typing import Any, NamedTuple
 
 import uvicorn
 
-from ..local import identity
-from ..local.datadir import DataDirConfig, read_config, write_config
 from ..errors import DatabaseNotFound, StdbError, StoragePanic
-from ..module import Module
+from ..local import identity
+from ..local.datadir import keep_in_step, read_config
+from ..local.modspec import RETRY_SPEC, LoadedModule, ModuleSpecError, canonical_spec, load_module
+from ..local.publish import publish
+from ..local.tokens import SigningKey, load_or_create_key
 from ..runtime import Database
-from ..local.modspec import RETRY_SPEC, ModuleSpecError, canonical_spec, load_module
 from ..types import Identity
 from . import inputs
 from .app import create_app
-from ..local.tokens import OWNER_TOKEN_FILE, SigningKey, load_or_create_key, write_secret_file
 
 log = logging.getLogger("stdbmod.http")
 
@@ -47,9 +49,10 @@ class ServeError(StdbError):
 # --- modules and owners ---------------------------------------------------------------------------
 
 
-def resolve_module(data_dir: Path, module_path: str | None) -> tuple[str, Module]:
-    """The module spec and module to serve: MODULE if given, else the one DIR/stdbmod.json
-    records (what `stdbmod publish` wrote), else the built-in task-retry module."""
+def resolve_module(data_dir: Path, module_path: str | None) -> LoadedModule:
+    """The module to serve: MODULE if given, else the one DIR/stdbmod.json records (what `stdbmod
+    publish` wrote), else the built-in task-retry module. Its `spec` is as stdbmod.json records
+    it (a file made absolute)."""
     if module_path:
         spec = canonical_spec(module_path)
     else:
@@ -59,56 +62,68 @@ def resolve_module(data_dir: Path, module_path: str | None) -> tuple[str, Module
             raise ServeError(str(e)) from None
         spec = config.module if config is not None else RETRY_SPEC
     try:
-        return spec, load_module(spec).module
+        loaded = load_module(spec)
     except ModuleSpecError as e:
         raise ServeError(str(e)) from None
     except Exception as e:  # the module's own code failed while importing
         raise ServeError(f"cannot load {spec}: {type(e).__name__}: {e}") from None
+    return LoadedModule(spec, loaded.module, loaded.handlers)
 
 
-def _owner(key: SigningKey, data_dir: Path, owner: Identity | None, owner_token: str | None) -> Identity:
+def _owner(key: SigningKey, owner: Identity | None, owner_token: str | None) -> Identity | None:
     """Who owns a newly published database: `owner`, else the identity of `owner_token` (signed
-    with this server's key), else the CLI's identity (made if there is none yet, as `stdbmod
-    publish` does), whose server token then goes to DATA_DIR/owner.token (0600)."""
-    if owner is not None:
+    with this server's key), else None: the CLI's identity, as `stdbmod publish` makes it."""
+    if owner is not None or not owner_token:
         return owner
-    if owner_token:
-        try:
-            return key.verify_token(owner_token).identity
-        except StdbError as e:
-            raise ServeError(f"--owner-token: {e}") from None
     try:
-        me = identity.load_or_create()
-    except (identity.IdentityFileError, OSError) as e:
-        raise ServeError(str(e)) from None
-    token = key.issue_token(key.claims(me.subject, issuer=me.issuer))
-    write_secret_file(data_dir / OWNER_TOKEN_FILE, token + "\n", replace=True)
-    print(
-        f"stdbmod: the owner is the CLI's identity {me.identity}; a token for this server is in "
-        f"{data_dir / OWNER_TOKEN_FILE} (keep it secret; `stdbmod identity show --data {data_dir}` prints one too)",
-        file=sys.stderr,
-    )
-    return me.value
+        return key.verify_token(owner_token).identity
+    except StdbError as e:
+        raise ServeError(f"--owner-token: {e}") from None
 
 
 def prepare(
-    data_dir: Path, spec: str, module: Module, key: SigningKey, *, owner: Identity | None = None, owner_token: str | None = None
+    data_dir: Path, loaded: LoadedModule, key: SigningKey, *, owner: Identity | None = None, owner_token: str | None = None
 ) -> None:
-    """Publish `module` at `data_dir` unless a database is there (recording its spec in
-    DIR/stdbmod.json for the CLI), and check that an existing one opens with `module`, so a
-    mismatch is one clear line before the port is bound."""
+    """Publish `loaded` at `data_dir` unless a database is there (as `stdbmod publish` does), and
+    check that an existing one opens with it, so a mismatch is one clear line before the server
+    starts. An existing database opened with another module than DIR/stdbmod.json records now
+    records it (`keep_in_step`)."""
     try:
-        Database.open(data_dir, module).close()
-        return
+        db = Database.open(data_dir, loaded.module)
     except DatabaseNotFound:
         pass
-    who = _owner(key, data_dir, owner, owner_token)
-    db = Database.create(data_dir, module, owner=who)
+    else:
+        try:
+            keep_in_step(data_dir, db, loaded.spec)
+        finally:
+            db.close()
+        return
+    who = _owner(key, owner, owner_token)
     try:
-        write_config(data_dir, DataDirConfig(module=spec, name=db.name))
-    finally:
-        db.close()
-    print(f"stdbmod: published {spec} as {db.name} at {data_dir}", file=sys.stderr)
+        done = publish(data_dir, loaded.spec, loaded, owner=who, key=key)
+    except (identity.IdentityFileError, OSError) as e:
+        raise ServeError(str(e)) from None
+    if done.token_file is not None:
+        print(
+            f"stdbmod: the owner is the CLI's identity {done.owner.to_hex()}; a token for this server is in "
+            f"{done.token_file} (keep it secret; `stdbmod identity show --data {data_dir}` prints one too)",
+            file=sys.stderr,
+        )
+    print(f"stdbmod: published {loaded.spec} as {done.name} at {data_dir}", file=sys.stderr)
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to `host`:`port`, before anything is published: a port in use is one
+    line, and the data directory stays as it was."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: restarts need not wait for TIME_WAIT
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ServeError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 # --- serving --------------------------------------------------------------------------------------
@@ -133,13 +148,18 @@ def serve(
     storage panic. Raises ServeError (and other StdbErrors) when it cannot start. `access_log`
     logs a line per request (at info level), which costs CPU on every request."""
     path = Path(data_dir)
+    sock = listen(host, port)
     try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ServeError(f"cannot use {path}: {e.strerror}") from None
-    key = load_or_create_key(path)
-    spec, module = resolve_module(path, module_path)
-    prepare(path, spec, module, key, owner=owner, owner_token=owner_token)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ServeError(f"cannot use {path}: {e.strerror}") from None
+        loaded = resolve_module(path, module_path)
+        key = load_or_create_key(path)
+        prepare(path, loaded, key, owner=owner, owner_token=owner_token)
+    except BaseException:
+        sock.close()
+        raise
 
     panicked = threading.Event()
     server: uvicorn.Server | None = None
@@ -150,7 +170,7 @@ def serve(
         if server is not None:
             server.should_exit = True
 
-    app = create_app(lambda: Database.open(path, module), key=key, body_limit=body_limit, token_ttl=token_ttl, on_panic=on_panic)
+    app = create_app(lambda: Database.open(path, loaded.module), key=key, body_limit=body_limit, token_ttl=token_ttl, on_panic=on_panic)
     stack = fast_stack()
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=30, access_log=access_log,
@@ -160,7 +180,7 @@ def serve(
     server = uvicorn.Server(config)
     _tune_gc()
     with _quiet_signals():
-        server.run()
+        server.run(sockets=[sock])
     return EXIT_PANIC if panicked.is_set() else 0
 
 

@@ -2,13 +2,17 @@
 
 The runtime stores a database's schema but not where its module's code lives, so `publish`
 records the MODULE spec in ``DIR/stdbmod.json`` and every other command reads it back to open
-the database (``--module`` overrides it, e.g. after the code moved).
+the database. ``--module`` overrides it (the code moved, or a new version of it): opening with
+another module stores that module's schema (an automatic migration), after which the recorded
+module may no longer open the database, so the record follows: a database opened with an
+override records the override (`keep_in_step`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +20,7 @@ import msgspec
 
 from ..errors import DatabaseNotFound
 from ..runtime import Database
-from .modspec import LoadedModule, load_module
+from .modspec import LoadedModule, canonical_spec, load_module
 
 CONFIG_NAME = "stdbmod.json"
 
@@ -62,12 +66,28 @@ def module_for(data: str, override: str | None) -> LoadedModule:
     return load_module(config.module)
 
 
+def keep_in_step(data: str | os.PathLike[str], db: Database, spec: str) -> bool:
+    """After `db` opened with the module `spec`: record `spec` in DIR/stdbmod.json if it records
+    another (the open stored that module's schema); whether it did. Says so on stderr."""
+    spec = canonical_spec(spec)
+    config = read_config(data)
+    if config is not None and config.module == spec:
+        return False
+    write_config(data, DataDirConfig(module=spec, name=db.name))
+    was = f" (was {config.module})" if config is not None else ""
+    print(f"stdbmod: {config_path(data)} now records the module {spec}{was}", file=sys.stderr)
+    return True
+
+
 @contextlib.contextmanager
 def open_database(data: str, module: str | None = None) -> Iterator[tuple[Database, LoadedModule]]:
-    """Open the database at `data` with its recorded module; closed on exit."""
+    """Open the database at `data` with its recorded module, or `module` (which is then recorded,
+    see `keep_in_step`); closed on exit."""
     loaded = module_for(data, module)
     db = Database.open(data, loaded.module)
     try:
+        if module:
+            keep_in_step(data, db, module)
         yield db, loaded
     finally:
         db.close()

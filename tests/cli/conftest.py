@@ -21,6 +21,21 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 Invoke = Callable[..., Result]
 
+NOTES_V1 = (
+    "from typing import Annotated\n"
+    "import msgspec\n"
+    "from stdbmod import Module, PrimaryKey, ReducerContext\n"
+    "notes = Module('notes')\n"
+    "@notes.table(public=True)\n"
+    "class Note(msgspec.Struct):\n"
+    "    id: Annotated[int, PrimaryKey(auto_inc=True)]\n"
+    "    text: str\n"
+    "@notes.reducer\n"
+    "def add(ctx: ReducerContext, text: str) -> int:\n"
+    "    return ctx.db.note.insert(Note(0, text)).id\n"
+)
+"""A small module file: one table, one reducer."""
+
 
 @pytest.fixture
 def invoke(home: Path) -> Invoke:

@@ -12,7 +12,7 @@ import pytest
 from stdbmod.local import identity
 from stdbmod.types import Identity
 
-from .conftest import Invoke, as_json
+from .conftest import NOTES_V1, Invoke, as_json
 
 
 def test_publish_prints_name_identity_and_owner(invoke: Invoke, tmp_path: Path) -> None:
@@ -55,19 +55,7 @@ def test_publish_a_bad_module_leaves_nothing(invoke: Invoke, tmp_path: Path) -> 
 def test_publish_a_module_file_and_use_it_from_elsewhere(invoke: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = tmp_path / "src" / "notes.py"
     src.parent.mkdir()
-    src.write_text(
-        "from typing import Annotated\n"
-        "import msgspec\n"
-        "from stdbmod import Module, PrimaryKey, ReducerContext\n"
-        "notes = Module('notes')\n"
-        "@notes.table(public=True)\n"
-        "class Note(msgspec.Struct):\n"
-        "    id: Annotated[int, PrimaryKey(auto_inc=True)]\n"
-        "    text: str\n"
-        "@notes.reducer\n"
-        "def add(ctx: ReducerContext, text: str) -> int:\n"
-        "    return ctx.db.note.insert(Note(0, text)).id\n"
-    )
+    src.write_text(NOTES_V1)
     monkeypatch.chdir(src.parent)
     invoke("publish", "--data", str(tmp_path / "n"), "notes.py")
     monkeypatch.chdir(tmp_path)

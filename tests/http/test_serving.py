@@ -150,7 +150,9 @@ def test_serving_what_the_cli_published(tmp_path: Path) -> None:
     assert published.returncode == 0, published.stderr
     server = start_server(data, home=home)
     try:
-        assert not (data / "owner.token").exists()  # nothing was published by the server
+        assert "published" not in server.output()  # nothing was published by the server
+        made = (data / "owner.token").read_text().strip()  # `stdbmod publish` wrote the owner's token
+        assert httpx.get(f"{server.base}/v1/database/bank/logs", headers=bearer(made)).status_code == 200
         shown = _run("stdbmod", "identity", "show", "--data", str(data), "--json", home=home)
         assert shown.returncode == 0, shown.stderr
         token = json.loads(shown.stdout)["token"]

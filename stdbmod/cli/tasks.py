@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ..retry import queries
 from ..runtime import Database
 from ..types import Identity
 from ..local.datadir import open_database
@@ -30,19 +31,8 @@ TASK_COLUMNS = ["id", "job_type", "queue", "status", "attempts", "max_attempts",
 HISTORY_COLUMNS = ["id", "task_id", "job_type", "attempt", "outcome", "error", "worker", "finished_at"]
 
 
-def _queries() -> Any:
-    try:
-        from ..retry import queries
-    except ModuleNotFoundError as e:
-        if e.name not in ("stdbmod.retry", "stdbmod.retry.queries"):
-            raise
-        raise CommandError("the task-retry module (stdbmod.retry) is not installed") from None
-    return queries
-
-
 @contextmanager
 def _db(data: str, module: str | None, as_: str | None) -> Iterator[tuple[Database, Identity, Any]]:
-    queries = _queries()
     who = caller(as_)
     with open_database(data, module) as (db, _):
         if "task" not in db.module.tables:

@@ -1,0 +1,114 @@
+"""Publishing a data directory: what `stdbmod publish` and `stdbmod serve` (on first start) do.
+
+A published directory holds everything the CLI and the server need to open it again:
+
+- ``data.mdb`` / ``lock.mdb``: the database (LMDB), its module's init already run;
+- ``stdbmod.json``: which module's code opens it (the runtime stores the schema, not the code);
+- ``jwt.key``: the server's signing key (0600);
+- ``owner.token``: a token for the owner signed with that key (0600), when the owner is the CLI's
+  own identity (an owner named by a token already holds one).
+
+A publish that fails leaves the directory as it was: nothing it created stays behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CallError
+from ..runtime import Database
+from ..types import Identity
+from . import identity
+from .datadir import CONFIG_NAME, DataDirConfig, read_config, write_config
+from .modspec import RETRY_SPEC, LoadedModule, ModuleSpecError, canonical_spec, load_module
+from .tokens import KEY_FILE, OWNER_TOKEN_FILE, SigningKey, load_or_create_key, write_secret_file
+
+DATA_FILES = ("data.mdb", "lock.mdb")
+"""LMDB's files in a data directory."""
+
+
+class DatabaseExists(CallError):
+    """The directory already holds a database."""
+
+    status_code = 409
+
+
+@dataclass(frozen=True)
+class Published:
+    data: Path
+    spec: str  # as recorded in stdbmod.json
+    name: str
+    identity: Identity  # the database's own
+    owner: Identity
+    token_file: Path | None  # DIR/owner.token, when one was written
+
+
+def module_to_publish(spec: str | None) -> tuple[str, LoadedModule]:
+    """MODULE as it will be recorded (a file made absolute) and loaded; without one, the
+    built-in task-retry module."""
+    if spec is None:
+        try:
+            return RETRY_SPEC, load_module(RETRY_SPEC)
+        except ModuleSpecError:
+            raise ModuleSpecError("the built-in task-retry module (stdbmod.retry) is not available; name a MODULE") from None
+    return canonical_spec(spec), load_module(spec)
+
+
+def holds_database(data: str | os.PathLike[str]) -> bool:
+    """Whether `data` already holds a database (its LMDB file or its stdbmod.json)."""
+    return os.path.exists(os.path.join(data, "data.mdb")) or read_config(data) is not None
+
+
+def publish(
+    data: str | os.PathLike[str],
+    spec: str,
+    loaded: LoadedModule,
+    *,
+    owner: Identity | None = None,
+    name: str | None = None,
+    key: SigningKey | None = None,
+) -> Published:
+    """Create the database at `data` with `loaded` (recorded as `spec`) and run its init.
+
+    The owner is `owner`, else the CLI's identity (made if there is none yet), for which a token
+    signed with the directory's key (`key`, else DIR/jwt.key, made if absent) goes to
+    DIR/owner.token. Refuses a directory that already holds a database (DatabaseExists)."""
+    path = Path(data)
+    if holds_database(path):
+        raise DatabaseExists(f"a database already exists at {path}")
+    existed = path.is_dir()
+    before = set(os.listdir(path)) if existed else set()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        key = key or load_or_create_key(path)
+        token_file: Path | None = None
+        if owner is None:
+            me = identity.load_or_create()
+            owner = me.value
+            token_file = path / OWNER_TOKEN_FILE
+            write_secret_file(token_file, key.issue_token(key.claims(me.subject, issuer=me.issuer)) + "\n", replace=True)
+        db = Database.create(path, loaded.module, owner=owner, name=name)
+        try:
+            write_config(path, DataDirConfig(module=spec, name=db.name))
+            return Published(path, spec, db.name, db.identity, db.owner, token_file)
+        finally:
+            db.close()
+    except BaseException:
+        _undo(path, existed, before)
+        raise
+
+
+def _undo(path: Path, existed: bool, before: set[str]) -> None:
+    """Put the directory back as it was before a failed publish."""
+    if not existed:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    for f in (*DATA_FILES, KEY_FILE, OWNER_TOKEN_FILE, CONFIG_NAME):
+        if f not in before:
+            try:
+                os.unlink(path / f)
+            except FileNotFoundError:
+                pass
