@@ -16,7 +16,7 @@ from .options import (
     json_option,
     module_option,
 )
-from .render import console, print_json, record_table
+from .render import console, print_json, print_record
 
 
 def _render_result(result: Any, as_json: bool) -> None:
@@ -25,7 +25,7 @@ def _render_result(result: Any, as_json: bool) -> None:
     elif result is None:
         console().print("ok")
     elif isinstance(result, msgspec.Struct):
-        console().print(record_table(result))
+        print_record(result)
     else:
         print_json(result)
 

@@ -2,28 +2,38 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from ..local import identity
+from ..local.tokens import KEY_FILE
 from .options import CommandError, json_option
-from .render import console, print_json, record_table
+from .render import print_json, print_record
 
 
-def _print(ident: identity.LocalIdentity, as_json: bool, token: str | None = None) -> None:
-    token = token or ident.token
+def _print(ident: identity.LocalIdentity, as_json: bool, data: str | None = None) -> None:
+    """The identity and a token: with `data`, one the server of DATA accepts (signed with
+    DATA/jwt.key); without, the CLI's own, which no server accepts, and the output says so."""
+    token = identity.token_for_server(ident, data) if data else ident.token
     if as_json:
-        print_json({"identity": ident.identity, "token": token})
+        print_json({"identity": ident.identity, "token": token, "data": data})
         return
-    console().print(
-        record_table(
-            {
-                "identity": ident.identity,
-                "issuer": ident.issuer,
-                "subject": ident.subject,
-                "token": token,
-                "file": str(identity.path()),
-            }
-        )
+    accepted = (
+        f"`stdbmod serve --data {data}` (signed with {os.path.join(data, KEY_FILE)})"
+        if data
+        else "no server: it is for the CLI's --as; `stdbmod identity show --data DIR` prints one the server of DIR accepts"
+    )
+    # Plain lines, never wrapped by us: the token copies from the terminal in one piece.
+    print_record(
+        {
+            "identity": ident.identity,
+            "issuer": ident.issuer,
+            "subject": ident.subject,
+            "file": str(identity.path()),
+            "accepted by": accepted,
+            "token": token,
+        }
     )
 
 
@@ -32,7 +42,9 @@ def identity_group() -> None:
     """Make or print the CLI's identity and token.
 
     They live in identity.json in the user's config directory ($STDBMOD_HOME overrides it).
-    The identity derives from the issuer "stdbmod-cli" and a random subject."""
+    The identity derives from the issuer "stdbmod" and a random subject. The token `show` prints
+    without --data is for the CLI's --as only; with --data DIR, it is one the server of DIR
+    accepts."""
 
 
 @identity_group.command(name="new")
@@ -53,8 +65,9 @@ def new(force: bool, as_json: bool) -> None:
 )
 @json_option
 def show(data: str | None, as_json: bool) -> None:
-    """Print the identity and token (--json: {"identity": ..., "token": ...})."""
+    """Print the identity and a token, saying which server accepts it (--json: {"identity": ...,
+    "token": ..., "data": DIR or null})."""
     ident = identity.load()
     if ident is None:
         raise CommandError(f"no identity yet in {identity.path()}; make one with `stdbmod identity new`")
-    _print(ident, as_json, identity.token_for_server(ident, data) if data else None)
+    _print(ident, as_json, data)

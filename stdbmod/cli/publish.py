@@ -6,7 +6,7 @@ import click
 
 from ..local.publish import module_to_publish, publish as publish_directory
 from .options import json_option
-from .render import console, print_json, record_table
+from .render import print_json, print_record
 
 
 @click.command(short_help="Create a database at DIR with MODULE; you become its owner.")
@@ -31,4 +31,4 @@ def publish(data: str, name: str | None, module: str | None, as_json: bool) -> N
     if as_json:
         print_json(info)
     else:
-        console().print(record_table(info, title="published"))
+        print_record(info, title="published")

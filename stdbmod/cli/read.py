@@ -14,7 +14,7 @@ from ..runtime import CommitRecord, Database, LogLine
 from ..types import ConnectionId, Identity, Timestamp
 from ..local.datadir import open_database
 from .options import as_option, caller, data_option, json_option, module_option
-from .render import console, print_json, table
+from .render import Column, console, print_json, print_table
 
 
 @click.command(short_help="Query tables with a SELECT.")
@@ -35,10 +35,10 @@ def sql(data: str, module: str | None, query: str, as_: str | None, as_json: boo
     if as_json:
         print_json(result.as_dicts())
         return
-    c = console()
-    c.print(table(result.columns, result.rows))
+    # the query chose the columns and their order: when they do not fit, the last ones go first
+    print_table([Column(name, drop=i) for i, name in enumerate(result.columns)], result.rows)
     if result.columns != ["count"] or len(result.rows) != 1:
-        c.print(f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})")
+        console().print(f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})")
 
 
 def _log_text(line: LogLine) -> str:
@@ -141,5 +141,6 @@ def log(data: str, module: str | None, start: int, limit: int | None, as_json: b
         (r.offset, Timestamp(r.timestamp), r.kind, r.reducer, Identity(r.sender), _changes_text(r))
         for r in records
     ]
-    console().print(table(["offset", "time", "kind", "reducer", "sender", "changes"], rows, short_ids=True))
+    columns = [Column("offset"), Column("time", 1), Column("kind", 3), Column("reducer"), Column("sender", 2), Column("changes", 1, cut=True)]
+    print_table(columns, rows)
 

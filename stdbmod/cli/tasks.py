@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 import click
 
 from ..retry import queries
+from ..retry.errors import InvalidArgument
+from ..retry.limits import MAX_HISTORY_CAP, MAX_PER_PAGE
 from ..runtime import Database
 from ..types import Identity
 from ..local.datadir import open_database
@@ -23,12 +25,24 @@ from .options import (
     json_option,
     module_option,
 )
-from .render import console, print_json, record_table, rows_table
+from .render import Column, console, print_json, print_record, print_table
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-TASK_COLUMNS = ["id", "job_type", "queue", "status", "attempts", "max_attempts", "run_after", "dead_reason", "last_error", "claimed_by"]
-HISTORY_COLUMNS = ["id", "task_id", "job_type", "attempt", "outcome", "error", "worker", "finished_at"]
+# At 80 columns the first ones stay; `drop` says which go first when the terminal is narrower.
+TASK_COLUMNS = [
+    Column("id"), Column("job_type"), Column("status"), Column("attempts", 1), Column("run_after", 3),
+    Column("queue", 2), Column("last_error", 4, cut=True), Column("dead_reason", 5), Column("claimed_by", 6),
+]
+HISTORY_COLUMNS = [
+    Column("task_id"), Column("attempt"), Column("outcome"), Column("job_type", 1), Column("finished_at", 2),
+    Column("error", 3, cut=True), Column("worker", 4), Column("id", 5),
+]
+
+
+def _task_cells(t: Any) -> list[Any]:
+    """A task as TASK_COLUMNS' cells; attempts as "made/allowed"."""
+    return [t.id, t.job_type, t.status, f"{t.attempts}/{t.max_attempts}", t.run_after, t.queue, t.last_error, t.dead_reason, t.claimed_by]
 
 
 @contextmanager
@@ -37,7 +51,10 @@ def _db(data: str, module: str | None, as_: str | None) -> Iterator[tuple[Databa
     with open_database(data, module) as (db, _):
         if "task" not in db.module.tables:
             raise CommandError(f"the database at {data} has no task-retry module (no task table)")
-        yield db, who, queries
+        try:
+            yield db, who, queries
+        except InvalidArgument as e:  # an option's value the module refuses: a usage error
+            raise CommandError(str(e)) from None
 
 
 def common(f: F) -> F:
@@ -46,20 +63,12 @@ def common(f: F) -> F:
     return f
 
 
-def _first_line(text: Any) -> Any:
-    """Tracebacks make tables unreadable: a list shows the last line of an error."""
-    if isinstance(text, str) and "\n" in text:
-        return text.strip().splitlines()[-1]
-    return text
-
-
 def _page(page: Any, as_json: bool, title: str) -> None:
     if as_json:
         print_json(page)
         return
-    rows = [{c: _first_line(getattr(t, c, None)) for c in TASK_COLUMNS} for t in page.items]
+    print_table(TASK_COLUMNS, [_task_cells(t) for t in page.items], title=title)
     c = console()
-    c.print(rows_table(rows, TASK_COLUMNS, title=title, short_ids=True))
     pages = max(1, -(-page.total // page.per_page))
     c.print(f"page {page.page} of {pages} ({page.total} task{'s' if page.total != 1 else ''})")
 
@@ -75,7 +84,7 @@ def tasks() -> None:
 @click.option("--queue", default=None)
 @click.option("--job-type", default=None)
 @click.option("--page", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--per-page", type=click.IntRange(min=1, max=1000), default=50, show_default=True)
+@click.option("--per-page", type=click.IntRange(min=1, max=MAX_PER_PAGE), default=50, show_default=True)
 def list_(data: str, module: str | None, as_: str | None, as_json: bool, status: str | None, queue: str | None, job_type: str | None, page: int, per_page: int) -> None:
     """Tasks, filtered by status, queue and job type."""
     with _db(data, module, as_) as (db, who, q):
@@ -85,7 +94,7 @@ def list_(data: str, module: str | None, as_: str | None, as_json: bool, status:
 
 @tasks.command()
 @common
-@click.argument("task_id", type=int)
+@click.argument("task_id", type=click.IntRange(min=0))
 def show(data: str, module: str | None, as_: str | None, as_json: bool, task_id: int) -> None:
     """One task, every column."""
     with _db(data, module, as_) as (db, who, q):
@@ -93,14 +102,14 @@ def show(data: str, module: str | None, as_: str | None, as_json: bool, task_id:
     if as_json:
         print_json(task)
     else:
-        console().print(record_table(task, title=f"task {task_id}"))
+        print_record(task, title=f"task {task_id}")
 
 
 @tasks.command()
 @common
 @click.option("--queue", default=None)
 @click.option("--page", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--per-page", type=click.IntRange(min=1, max=1000), default=50, show_default=True)
+@click.option("--per-page", type=click.IntRange(min=1, max=MAX_PER_PAGE), default=50, show_default=True)
 def dlq(data: str, module: str | None, as_: str | None, as_json: bool, queue: str | None, page: int, per_page: int) -> None:
     """The dead-letter tier: dead tasks (exhausted, gave up or cancelled)."""
     with _db(data, module, as_) as (db, who, q):
@@ -110,7 +119,7 @@ def dlq(data: str, module: str | None, as_: str | None, as_json: bool, queue: st
 
 @tasks.command()
 @common
-@click.argument("task_id", type=int)
+@click.argument("task_id", type=click.IntRange(min=0))
 def requeue(data: str, module: str | None, as_: str | None, as_json: bool, task_id: int) -> None:
     """Put a dead task back in the queue with its attempts reset."""
     with _db(data, module, as_) as (db, who, _):
@@ -119,12 +128,12 @@ def requeue(data: str, module: str | None, as_: str | None, as_json: bool, task_
     if as_json:
         print_json(task)
     else:
-        console().print(record_table(task, title=f"task {task_id} requeued"))
+        print_record(task, title=f"task {task_id} requeued")
 
 
 @tasks.command()
 @common
-@click.argument("task_id", type=int)
+@click.argument("task_id", type=click.IntRange(min=0))
 def delete(data: str, module: str | None, as_: str | None, as_json: bool, task_id: int) -> None:
     """Delete a dead task (cancel a queued one first)."""
     with _db(data, module, as_) as (db, who, _):
@@ -137,7 +146,7 @@ def delete(data: str, module: str | None, as_: str | None, as_json: bool, task_i
 
 @tasks.command()
 @common
-@click.option("-n", "--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("-n", "--limit", type=click.IntRange(min=1, max=MAX_HISTORY_CAP), default=50, show_default=True)
 def history(data: str, module: str | None, as_: str | None, as_json: bool, limit: int) -> None:
     """The attempt history across all job types, newest first."""
     with _db(data, module, as_) as (db, who, q):
@@ -145,5 +154,4 @@ def history(data: str, module: str | None, as_: str | None, as_json: bool, limit
     if as_json:
         print_json(entries)
         return
-    rows = [{c: _first_line(getattr(e, c, None)) for c in HISTORY_COLUMNS} for e in entries]
-    console().print(rows_table(rows, HISTORY_COLUMNS, title="attempt history (newest first)", short_ids=True))
+    print_table(HISTORY_COLUMNS, [[getattr(e, c.name) for c in HISTORY_COLUMNS] for e in entries], title="attempt history (newest first)")

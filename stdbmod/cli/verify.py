@@ -22,7 +22,7 @@ from lmdb import verify as lmdb_verify
 from ..runtime import CommitRecord, Database, apply_changes, spaces
 from ..local.datadir import module_for, open_database
 from .options import FailedError, data_option, json_option, module_option
-from .render import console, print_json, progress, record_table
+from .render import console, print_json, print_record, progress
 
 
 @dataclass
@@ -97,17 +97,15 @@ def verify(data: str, module: str | None, as_json: bool) -> None:
             }
         )
     else:
-        console().print(
-            record_table(
-                {
-                    "commit records replayed": report.records,
-                    "live state hash": report.live_hash,
-                    "replayed state hash": report.replay_hash,
-                    "state": "matches" if report.state_matches else ("DIFFERS" if report.live_hash else "not checked"),
-                    "lmdb": "ok" if not report.lmdb_problems else f"{len(report.lmdb_problems)} problem(s)",
-                },
-                title="verify",
-            )
+        print_record(
+            {
+                "commit records replayed": report.records,
+                "live state hash": report.live_hash,
+                "replayed state hash": report.replay_hash,
+                "state": "matches" if report.state_matches else ("DIFFERS" if report.live_hash else "not checked"),
+                "lmdb": "ok" if not report.lmdb_problems else f"{len(report.lmdb_problems)} problem(s)",
+            },
+            title="verify",
         )
         for p in report.lmdb_problems:
             console().print(f"lmdb: {p}")

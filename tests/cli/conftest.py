@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -9,6 +12,26 @@ import pytest
 from click.testing import CliRunner, Result
 
 from stdbmod.cli import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli_env(home: Path, **extra: str) -> dict[str, str]:
+    """A child's environment: this worktree's stdbmod, the CLI's identity in `home`."""
+    env = dict(os.environ)
+    env["STDBMOD_HOME"] = str(home)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("STDBMOD_DEBUG", None)
+    env.pop("COLUMNS", None)
+    env.update(extra)
+    return env
+
+
+def stdbmod(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`python -m stdbmod ARGS` in a child process (`env`: more variables, e.g. COLUMNS="80")."""
+    return subprocess.run(
+        [sys.executable, "-m", "stdbmod", *args], env=cli_env(home, **env), capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 @pytest.fixture

@@ -137,7 +137,7 @@ def test_identity_new_and_show(invoke: Invoke, home: Path) -> None:
     r = invoke("identity", "show", code=2)
     assert "no identity yet" in r.stderr
     made = as_json(invoke("identity", "new", "--json"))
-    assert set(made) == {"identity", "token"}
+    assert set(made) == {"identity", "token", "data"} and made["data"] is None
     assert made["identity"].startswith("c200")
     assert as_json(invoke("identity", "show", "--json")) == made
     stored = identity.load()

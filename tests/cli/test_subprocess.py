@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import queue
 import signal
 import subprocess
@@ -15,19 +14,7 @@ import pytest
 from stdbmod import Database, Identity, SenderError
 from stdbmod.examples.bank import bank
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _env(home: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["STDBMOD_HOME"] = str(home)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop("STDBMOD_DEBUG", None)
-    return env
-
-
-def stdbmod(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "stdbmod", *args], env=_env(home), capture_output=True, text=True, timeout=120, check=False)
+from .conftest import ROOT, cli_env as _env, stdbmod
 
 
 def test_publish_call_and_errors_in_a_real_process(tmp_path: Path) -> None:
