@@ -1,0 +1,57 @@
+"""stdbmod's Python client and worker: they speak HTTP to a stdbmod server and never import the
+server side (the runtime, the retry module, the HTTP app).
+
+- `Client` / `AsyncClient`: every route, typed results (`Job`, `JobPage`...), errors that carry
+  the server's status and message (`ClientError` and its subclasses);
+- `Worker`: handlers by job type, run with leases, heartbeats, fencing, retries and graceful
+  shutdown (docs/worker.md).
+"""
+
+from .client import DEFAULT_URL, AsyncClient, Client, JobRef
+from .errors import (
+    BadRequest,
+    ClientError,
+    Conflict,
+    Forbidden,
+    NotFound,
+    PayloadTooLarge,
+    ReducerError,
+    ServerError,
+    TransportError,
+    Unauthorized,
+)
+from .execution import Outcome
+from .jobcontext import JobContext, current_job
+from .types import Completion, DatabaseInfo, HistoryEntry, IdentityToken, Job, JobPage, LogLine, NewJob
+from .worker import Worker, WorkerSettings, WorkerStats
+
+__all__ = [
+    "Client",
+    "AsyncClient",
+    "DEFAULT_URL",
+    "JobRef",
+    "Job",
+    "JobPage",
+    "NewJob",
+    "Completion",
+    "HistoryEntry",
+    "IdentityToken",
+    "DatabaseInfo",
+    "LogLine",
+    "Worker",
+    "WorkerSettings",
+    "WorkerStats",
+    "Outcome",
+    "JobContext",
+    "current_job",
+    "ClientError",
+    "TransportError",
+    "BadRequest",
+    "PayloadTooLarge",
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "Conflict",
+    "ReducerError",
+    "ServerError",
+]

@@ -1,0 +1,198 @@
+"""Every request the clients make, described once: method, path, body, query and how to decode
+the answer. `Client` and `AsyncClient` only send these; a new route is one function here and one
+line in each client."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import msgspec
+
+from .errors import ClientError, error_for
+from .types import Completion, DatabaseInfo, HistoryEntry, IdentityToken, Job, JobPage, LogLine, NewJob
+
+T = TypeVar("T")
+
+PREFIX = "/api:job-retry"
+JOBS = PREFIX + "/jobs"
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    decode: Callable[[bytes], T]
+    body: Any = None  # JSON-encoded when not None
+    params: dict[str, Any] = field(default_factory=dict)
+    answers: dict[int, Any] = field(default_factory=dict)  # statuses that mean a value, not an error
+
+    def content(self) -> bytes | None:
+        return None if self.body is None else _encoder.encode(self.body)
+
+    def query(self) -> dict[str, Any]:
+        return {k: v for k, v in self.params.items() if v is not None}
+
+    def answer(self, status_code: int, content: bytes) -> T:
+        """The decoded answer, or the error the server's status and message make."""
+        if status_code in self.answers:
+            return self.answers[status_code]  # type: ignore[no-any-return]
+        if status_code >= 400:
+            raise error_for(status_code, _message(content, status_code))
+        try:
+            return self.decode(content)
+        except msgspec.DecodeError as e:
+            raise ClientError(f"{self.method} {self.path}: the server's answer does not decode: {e}", status_code) from None
+
+
+class _Error(msgspec.Struct):
+    error: str
+
+
+class _Claim(msgspec.Struct):
+    claimed: bool
+    job: Job | None = None
+
+
+class _Jobs(msgspec.Struct):
+    jobs: list[Job]
+
+
+class _History(msgspec.Struct):
+    items: list[HistoryEntry]
+
+
+class _Logs(msgspec.Struct):
+    lines: list[LogLine]
+
+
+_encoder = msgspec.json.Encoder()
+_error = msgspec.json.Decoder(_Error)
+
+
+def _message(content: bytes, status_code: int) -> str:
+    try:
+        return _error.decode(content).error
+    except msgspec.DecodeError:
+        return content.decode("utf-8", "replace").strip()[:500] or f"HTTP {status_code}"
+
+
+def _decoder(t: type[T]) -> Callable[[bytes], T]:
+    return msgspec.json.Decoder(t).decode
+
+
+_job = _decoder(Job)
+_page = _decoder(JobPage)
+_claim = _decoder(_Claim)
+_jobs = _decoder(_Jobs)
+_any = msgspec.json.decode
+
+
+def _none(content: bytes) -> None:
+    return None
+
+
+def _options(**fields: Any) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+# --- seed 000's job routes and their batches --------------------------------------------------------
+
+
+def enqueue(job: NewJob) -> Call[Job]:
+    return Call("POST", JOBS, _job, job.body())
+
+
+def enqueue_many(jobs: Iterable[NewJob]) -> Call[list[Job]]:
+    return Call("POST", JOBS + "/enqueue_many", lambda c: _jobs(c).jobs, {"jobs": [j.body() for j in jobs]})
+
+
+def get(job_id: int) -> Call[Job]:
+    return Call("GET", f"{JOBS}/{job_id}", _job)
+
+
+def list_jobs(status: str | None, queue: str | None, job_type: str | None, page: int, per_page: int) -> Call[JobPage]:
+    return Call("GET", JOBS, _page, params={"status": status, "queue": queue, "job_type": job_type, "page": page, "per_page": per_page})
+
+
+def claim(queue: str | None, worker_id: str | None, lease_seconds: int | None) -> Call[Job | None]:
+    return Call("POST", JOBS + "/claim", lambda c: _claim(c).job, _options(queue=queue, worker_id=worker_id, lease_seconds=lease_seconds))
+
+
+def claim_many(limit: int, queue: str | None, worker_id: str | None, lease_seconds: int | None) -> Call[list[Job]]:
+    body = {"limit": limit, **_options(queue=queue, worker_id=worker_id, lease_seconds=lease_seconds)}
+    return Call("POST", JOBS + "/claim_many", lambda c: _jobs(c).jobs, body)
+
+
+def complete(job_id: int, result: Any, attempt: int | None) -> Call[Job]:
+    return Call("POST", f"{JOBS}/{job_id}/complete", _job, {"result": result, **_options(attempt=attempt)})
+
+
+def complete_many(items: Sequence[Completion]) -> Call[list[Job]]:
+    return Call("POST", JOBS + "/complete_many", lambda c: _jobs(c).jobs, {"jobs": [msgspec.to_builtins(i) for i in items]})
+
+
+def fail(job_id: int, error: str, attempt: int | None) -> Call[Job]:
+    return Call("POST", f"{JOBS}/{job_id}/fail", _job, {"error": error, **_options(attempt=attempt)})
+
+
+def heartbeat(job_id: int, lease_seconds: int | None, attempt: int | None) -> Call[Job]:
+    return Call("POST", f"{JOBS}/{job_id}/heartbeat", _job, _options(lease_seconds=lease_seconds, attempt=attempt))
+
+
+def cancel(job_id: int, reason: str | None) -> Call[Job]:
+    return Call("POST", f"{JOBS}/{job_id}/cancel", _job, _options(reason=reason))
+
+
+def dead_letter(queue: str | None, page: int, per_page: int) -> Call[JobPage]:
+    return Call("GET", PREFIX + "/dlq", _page, params={"queue": queue, "page": page, "per_page": per_page})
+
+
+def requeue(job_id: int) -> Call[Job]:
+    return Call("POST", f"{PREFIX}/dlq/{job_id}/requeue", _job, {})
+
+
+def delete(job_id: int) -> Call[None]:
+    return Call("DELETE", f"{PREFIX}/dlq/{job_id}", _none)
+
+
+def history(limit: int) -> Call[list[HistoryEntry]]:
+    return Call("GET", PREFIX + "/history", lambda c: msgspec.json.decode(c, type=_History).items, params={"limit": limit})
+
+
+# --- SpacetimeDB-style routes ----------------------------------------------------------------------
+
+
+def ping() -> Call[None]:
+    return Call("GET", "/v1/ping", _none)
+
+
+def new_identity() -> Call[IdentityToken]:
+    return Call("POST", "/v1/identity", _decoder(IdentityToken))
+
+
+def verify(identity: str) -> Call[bool]:
+    """True when the bearer token is `identity`'s (204); False when it is another's (400)."""
+    return Call("GET", f"/v1/identity/{quote(identity, safe='')}/verify", lambda c: True, answers={400: False})
+
+
+def _db(database: str) -> str:
+    return "/v1/database/" + quote(database, safe="")
+
+
+def database_info(database: str) -> Call[DatabaseInfo]:
+    return Call("GET", _db(database), _decoder(DatabaseInfo))
+
+
+def call_reducer(database: str, reducer: str, args: Sequence[Any]) -> Call[Any]:
+    return Call("POST", f"{_db(database)}/call/{quote(reducer, safe='')}", _any, list(args))
+
+
+def schema(database: str) -> Call[dict[str, Any]]:
+    return Call("GET", _db(database) + "/schema", _decoder(dict[str, Any]))
+
+
+def logs(database: str, num_lines: int | None) -> Call[list[LogLine]]:
+    return Call("GET", _db(database) + "/logs", lambda c: msgspec.json.decode(c, type=_Logs).lines, params={"num_lines": num_lines})

@@ -1,0 +1,314 @@
+"""`Client` and `AsyncClient`: every route of a stdbmod server, typed, over httpx.
+
+Both send the requests `calls` describes, one method per route; they differ only in waiting.
+Errors are `errors.ClientError`s carrying the server's status and message. Neither retries on its
+own: an enqueue or a claim sent twice would do its work twice, so retrying is the caller's choice
+(the `Worker` retries what is safe to retry, with backoff).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+
+from . import calls
+from .calls import Call
+from .errors import TransportError
+from .types import Completion, DatabaseInfo, HistoryEntry, IdentityToken, Job, JobPage, LogLine, NewJob, RunAfter
+
+T = TypeVar("T")
+
+DEFAULT_URL = "http://127.0.0.1:3000"
+DEFAULT_DATABASE = "retry"
+JobRef = Job | int
+"""A job, or its id. Given a claimed `Job`, complete, fail and heartbeat send its attempt (fencing)."""
+
+_JSON = {"Content-Type": "application/json"}
+
+
+def _ref(job: JobRef, attempt: int | None) -> tuple[int, int | None]:
+    if isinstance(job, Job):
+        return job.id, job.attempts if attempt is None else attempt
+    return job, attempt
+
+
+def _new_job(job_type: str, payload: Any, queue: str | None, max_attempts: int | None, backoff_seconds: int | None,
+             run_after: RunAfter | None, priority: int | None, idempotency_key: str | None) -> NewJob:
+    return NewJob(job_type, payload, queue, max_attempts, backoff_seconds, run_after, priority, idempotency_key)
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    return {} if token is None else {"Authorization": f"Bearer {token}"}
+
+
+def _request(call: Call[Any]) -> dict[str, Any]:
+    content = call.content()
+    return {"method": call.method, "url": call.path, "content": content, "params": call.query(), "headers": _JSON if content is not None else None}
+
+
+def _no_answer(call: Call[Any], e: httpx.TransportError) -> TransportError:
+    return TransportError(f"{call.method} {call.path}: no answer from the server ({type(e).__name__}: {e})")
+
+
+class Client:
+    """A blocking client. `Client(url, token)`; use it as a context manager, or `close()` it.
+
+    `database` is the name the `/v1` routes (admin calls, reducers, schema, logs) address;
+    `transport` is any httpx transport (an `httpx.MockTransport`, `httpx.WSGITransport`...)."""
+
+    def __init__(self, url: str = DEFAULT_URL, token: str | None = None, *, database: str = DEFAULT_DATABASE,
+                 timeout: float = 30.0, transport: httpx.BaseTransport | None = None, max_connections: int = 20) -> None:
+        self.url, self.database = url, database
+        self._http = httpx.Client(base_url=url, headers=_headers(token), timeout=timeout, transport=transport,
+                                  limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def send(self, call: Call[T]) -> T:
+        """Send one described request; the answer decoded, or the server's error raised."""
+        try:
+            r = self._http.request(**_request(call))
+        except httpx.TransportError as e:
+            raise _no_answer(call, e) from e
+        return call.answer(r.status_code, r.content)
+
+    # --- jobs -------------------------------------------------------------------------------------
+
+    def enqueue(self, job_type: str, payload: Any = None, *, queue: str | None = None, max_attempts: int | None = None,
+                backoff_seconds: int | None = None, run_after: RunAfter | None = None, priority: int | None = None,
+                idempotency_key: str | None = None) -> Job:
+        """Enqueue one job (worker or admin). The same `idempotency_key` returns the first job."""
+        return self.send(calls.enqueue(_new_job(job_type, payload, queue, max_attempts, backoff_seconds, run_after, priority, idempotency_key)))
+
+    def enqueue_many(self, jobs: Iterable[NewJob]) -> list[Job]:
+        """Enqueue up to 1,000 jobs in one transaction, all or none."""
+        return self.send(calls.enqueue_many(jobs))
+
+    def get(self, job_id: int) -> Job:
+        return self.send(calls.get(job_id))
+
+    def list_jobs(self, status: str | None = None, *, queue: str | None = None, job_type: str | None = None, page: int = 1, per_page: int = 50) -> JobPage:
+        """Jobs, newest first, filtered and paginated (admin)."""
+        return self.send(calls.list_jobs(status, queue, job_type, page, per_page))
+
+    def claim(self, queue: str | None = None, *, worker_id: str | None = None, lease_seconds: int | None = None) -> Job | None:
+        """The next ready job, now running under a lease held by this identity; None when none is ready."""
+        return self.send(calls.claim(queue, worker_id, lease_seconds))
+
+    def claim_many(self, limit: int, queue: str | None = None, *, worker_id: str | None = None, lease_seconds: int | None = None) -> list[Job]:
+        return self.send(calls.claim_many(limit, queue, worker_id, lease_seconds))
+
+    def complete(self, job: JobRef, result: Any = None, *, attempt: int | None = None) -> Job:
+        job_id, attempt = _ref(job, attempt)
+        return self.send(calls.complete(job_id, result, attempt))
+
+    def complete_many(self, items: Sequence[Completion]) -> list[Job]:
+        return self.send(calls.complete_many(items))
+
+    def fail(self, job: JobRef, error: str, *, attempt: int | None = None) -> Job:
+        """Report a failure: queued again with backoff, or dead when it was the last attempt."""
+        job_id, attempt = _ref(job, attempt)
+        return self.send(calls.fail(job_id, error, attempt))
+
+    def heartbeat(self, job: JobRef, *, lease_seconds: int | None = None, attempt: int | None = None) -> Job:
+        """Extend the lease: it now ends `lease_seconds` (default: the server's) from now."""
+        job_id, attempt = _ref(job, attempt)
+        return self.send(calls.heartbeat(job_id, lease_seconds, attempt))
+
+    def cancel(self, job_id: int, reason: str | None = None) -> Job:
+        """A queued job to the dead-letter tier (admin)."""
+        return self.send(calls.cancel(job_id, reason))
+
+    def dead_letter(self, queue: str | None = None, *, page: int = 1, per_page: int = 50) -> JobPage:
+        return self.send(calls.dead_letter(queue, page, per_page))
+
+    def requeue(self, job_id: int) -> Job:
+        """A dead job back to queued, attempts reset, due now (admin)."""
+        return self.send(calls.requeue(job_id))
+
+    def delete(self, job_id: int) -> None:
+        """Delete a dead job; its history stays (admin)."""
+        return self.send(calls.delete(job_id))
+
+    def history(self, limit: int = 100) -> list[HistoryEntry]:
+        """The attempt history, newest first (admin)."""
+        return self.send(calls.history(limit))
+
+    # --- roles and settings (the task-retry module's admin reducers) ---------------------------------
+
+    def add_admin(self, identity: str) -> None:
+        self.call("add_admin", identity)
+
+    def remove_admin(self, identity: str) -> None:
+        self.call("remove_admin", identity)
+
+    def grant_worker(self, identity: str) -> None:
+        self.call("grant_worker", identity)
+
+    def revoke_worker(self, identity: str) -> None:
+        self.call("revoke_worker", identity)
+
+    def set_history_cap(self, cap: int) -> None:
+        self.call("set_history_cap", cap)
+
+    def set_default_lease(self, seconds: int) -> None:
+        self.call("set_default_lease", seconds)
+
+    # --- SpacetimeDB-style routes --------------------------------------------------------------------
+
+    def call(self, reducer: str, *args: Any) -> Any:
+        """Call a reducer of `database` as this identity; its return value as JSON. A refusal is a
+        `ReducerError` (530) with the reducer's message."""
+        return self.send(calls.call_reducer(self.database, reducer, args))
+
+    def ping(self) -> None:
+        self.send(calls.ping())
+
+    def new_identity(self) -> IdentityToken:
+        """Mint a new identity and its token (needs no token)."""
+        return self.send(calls.new_identity())
+
+    def verify(self, identity: str) -> bool:
+        """Whether this client's token is `identity`'s."""
+        return self.send(calls.verify(identity))
+
+    def database_info(self) -> DatabaseInfo:
+        return self.send(calls.database_info(self.database))
+
+    def schema(self) -> dict[str, Any]:
+        return self.send(calls.schema(self.database))
+
+    def logs(self, num_lines: int | None = None) -> list[LogLine]:
+        """The database log (owner only)."""
+        return self.send(calls.logs(self.database, num_lines))
+
+
+class AsyncClient:
+    """`Client`'s twin for asyncio: the same methods, each a coroutine."""
+
+    def __init__(self, url: str = DEFAULT_URL, token: str | None = None, *, database: str = DEFAULT_DATABASE,
+                 timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None, max_connections: int = 20) -> None:
+        self.url, self.database = url, database
+        self._http = httpx.AsyncClient(base_url=url, headers=_headers(token), timeout=timeout, transport=transport,
+                                       limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections))
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def send(self, call: Call[T]) -> T:
+        try:
+            r = await self._http.request(**_request(call))
+        except httpx.TransportError as e:
+            raise _no_answer(call, e) from e
+        return call.answer(r.status_code, r.content)
+
+    # --- jobs -------------------------------------------------------------------------------------
+
+    async def enqueue(self, job_type: str, payload: Any = None, *, queue: str | None = None, max_attempts: int | None = None,
+                      backoff_seconds: int | None = None, run_after: RunAfter | None = None, priority: int | None = None,
+                      idempotency_key: str | None = None) -> Job:
+        return await self.send(calls.enqueue(_new_job(job_type, payload, queue, max_attempts, backoff_seconds, run_after, priority, idempotency_key)))
+
+    async def enqueue_many(self, jobs: Iterable[NewJob]) -> list[Job]:
+        return await self.send(calls.enqueue_many(jobs))
+
+    async def get(self, job_id: int) -> Job:
+        return await self.send(calls.get(job_id))
+
+    async def list_jobs(self, status: str | None = None, *, queue: str | None = None, job_type: str | None = None, page: int = 1, per_page: int = 50) -> JobPage:
+        return await self.send(calls.list_jobs(status, queue, job_type, page, per_page))
+
+    async def claim(self, queue: str | None = None, *, worker_id: str | None = None, lease_seconds: int | None = None) -> Job | None:
+        return await self.send(calls.claim(queue, worker_id, lease_seconds))
+
+    async def claim_many(self, limit: int, queue: str | None = None, *, worker_id: str | None = None, lease_seconds: int | None = None) -> list[Job]:
+        return await self.send(calls.claim_many(limit, queue, worker_id, lease_seconds))
+
+    async def complete(self, job: JobRef, result: Any = None, *, attempt: int | None = None) -> Job:
+        job_id, attempt = _ref(job, attempt)
+        return await self.send(calls.complete(job_id, result, attempt))
+
+    async def complete_many(self, items: Sequence[Completion]) -> list[Job]:
+        return await self.send(calls.complete_many(items))
+
+    async def fail(self, job: JobRef, error: str, *, attempt: int | None = None) -> Job:
+        job_id, attempt = _ref(job, attempt)
+        return await self.send(calls.fail(job_id, error, attempt))
+
+    async def heartbeat(self, job: JobRef, *, lease_seconds: int | None = None, attempt: int | None = None) -> Job:
+        job_id, attempt = _ref(job, attempt)
+        return await self.send(calls.heartbeat(job_id, lease_seconds, attempt))
+
+    async def cancel(self, job_id: int, reason: str | None = None) -> Job:
+        return await self.send(calls.cancel(job_id, reason))
+
+    async def dead_letter(self, queue: str | None = None, *, page: int = 1, per_page: int = 50) -> JobPage:
+        return await self.send(calls.dead_letter(queue, page, per_page))
+
+    async def requeue(self, job_id: int) -> Job:
+        return await self.send(calls.requeue(job_id))
+
+    async def delete(self, job_id: int) -> None:
+        return await self.send(calls.delete(job_id))
+
+    async def history(self, limit: int = 100) -> list[HistoryEntry]:
+        return await self.send(calls.history(limit))
+
+    # --- roles and settings --------------------------------------------------------------------------
+
+    async def add_admin(self, identity: str) -> None:
+        await self.call("add_admin", identity)
+
+    async def remove_admin(self, identity: str) -> None:
+        await self.call("remove_admin", identity)
+
+    async def grant_worker(self, identity: str) -> None:
+        await self.call("grant_worker", identity)
+
+    async def revoke_worker(self, identity: str) -> None:
+        await self.call("revoke_worker", identity)
+
+    async def set_history_cap(self, cap: int) -> None:
+        await self.call("set_history_cap", cap)
+
+    async def set_default_lease(self, seconds: int) -> None:
+        await self.call("set_default_lease", seconds)
+
+    # --- SpacetimeDB-style routes --------------------------------------------------------------------
+
+    async def call(self, reducer: str, *args: Any) -> Any:
+        return await self.send(calls.call_reducer(self.database, reducer, args))
+
+    async def ping(self) -> None:
+        await self.send(calls.ping())
+
+    async def new_identity(self) -> IdentityToken:
+        return await self.send(calls.new_identity())
+
+    async def verify(self, identity: str) -> bool:
+        return await self.send(calls.verify(identity))
+
+    async def database_info(self) -> DatabaseInfo:
+        return await self.send(calls.database_info(self.database))
+
+    async def schema(self) -> dict[str, Any]:
+        return await self.send(calls.schema(self.database))
+
+    async def logs(self, num_lines: int | None = None) -> list[LogLine]:
+        return await self.send(calls.logs(self.database, num_lines))

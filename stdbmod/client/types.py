@@ -1,0 +1,130 @@
+"""What the server answers and what the client sends, as msgspec Structs.
+
+The client's own view of the wire (it never imports the server's types): the fields are the
+server's, checked against `/openapi.json` by the tests. Decoding ignores fields it does not know
+and keeps statuses as plain strings, so a newer server does not break an older client. Times are
+integer milliseconds since the Unix epoch, as the job routes send them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import msgspec
+
+Millis = int
+UNSET: Any = msgspec.UNSET
+
+
+class Job(msgspec.Struct, frozen=True):
+    """A job as the server shows it: seed 000's `jr_job` columns, then stdbmod's.
+
+    `status` is "queued", "running", "completed" or "dead"; `dead_reason` is "exhausted",
+    "gave_up" or "cancelled" for a dead job. `attempts` counts the claims so far: a claimed job's
+    `attempts` is the attempt the worker holds (what it sends to fence its reports)."""
+
+    id: int
+    created_at: Millis
+    updated_at: Millis
+    queue: str
+    job_type: str
+    payload: Any
+    status: str
+    attempts: int
+    max_attempts: int
+    backoff_seconds: int
+    run_after: Millis
+    claimed_at: Millis | None = None
+    claimed_by: str | None = None
+    last_attempted_at: Millis | None = None
+    last_error: str | None = None
+    completed_at: Millis | None = None
+    result: Any = None
+    dead_reason: str | None = None
+    priority: int = 0
+    lease_expires_at: Millis | None = None
+    lease_holder: str | None = None
+    idempotency_key: str | None = None
+
+
+class JobPage(msgspec.Struct, frozen=True):
+    """One page of a list, newest first; `total` counts every match."""
+
+    items: list[Job]
+    page: int
+    per_page: int
+    total: int
+
+
+class HistoryEntry(msgspec.Struct, frozen=True):
+    """One attempt of the history. `outcome`: "completed", "failed", "gave_up", "lease_expired"."""
+
+    id: int
+    task_id: int
+    job_type: str
+    attempt: int
+    outcome: str
+    error: str | None = None
+    worker: str | None = None
+    started_at: Millis | None = None
+    finished_at: Millis | None = None
+
+
+class IdentityToken(msgspec.Struct, frozen=True):
+    """A freshly minted identity (hex) and its bearer token."""
+
+    identity: str
+    token: str
+
+
+class DatabaseInfo(msgspec.Struct, frozen=True):
+    name: str
+    database_identity: str
+    owner_identity: str
+
+
+class LogLine(msgspec.Struct, frozen=True):
+    offset: int
+    timestamp: int  # microseconds since the Unix epoch (the /v1 routes' unit)
+    level: str
+    reducer: str
+    message: str
+
+
+RunAfter = dt.datetime | int | str
+"""When a job becomes claimable: an aware datetime, epoch milliseconds, or an RFC 3339 string."""
+
+
+class NewJob(msgspec.Struct, omit_defaults=True, frozen=True):
+    """One job to enqueue: what `POST /jobs` takes. Unset options take the server's defaults
+    (queue "default", 5 attempts, 30 s backoff, due now, priority 0)."""
+
+    job_type: str
+    payload: Any = None
+    queue: str | None = None
+    max_attempts: int | None = None
+    backoff_seconds: int | None = None
+    run_after: RunAfter | None = None
+    priority: int | None = None
+    idempotency_key: str | None = None
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = msgspec.to_builtins(self)
+        if isinstance(self.run_after, dt.datetime):
+            out["run_after"] = epoch_millis(self.run_after)
+        return out
+
+
+def epoch_millis(when: dt.datetime) -> int:
+    if when.tzinfo is None:
+        raise ValueError(f"run_after must be an aware datetime (with a time zone), got {when!r}")
+    return int(when.timestamp() * 1000)
+
+
+class Completion(msgspec.Struct, omit_defaults=True, frozen=True):
+    """One item of `complete_many`: the job, its result, and the attempt it is for (fencing)."""
+
+    id: int
+    result: Any = None
+    attempt: int | None = None
