@@ -196,3 +196,7 @@ def schema(database: str) -> Call[dict[str, Any]]:
 
 def logs(database: str, num_lines: int | None) -> Call[list[LogLine]]:
     return Call("GET", _db(database) + "/logs", lambda c: msgspec.json.decode(c, type=_Logs).lines, params={"num_lines": num_lines})
+
+
+def openapi() -> Call[dict[str, Any]]:
+    return Call("GET", "/openapi.json", _decoder(dict[str, Any]))

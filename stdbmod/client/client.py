@@ -192,6 +192,10 @@ class Client:
         """The database log (owner only)."""
         return self.send(calls.logs(self.database, num_lines))
 
+    def openapi(self) -> dict[str, Any]:
+        """The server's OpenAPI document (every route it serves)."""
+        return self.send(calls.openapi())
+
 
 class AsyncClient:
     """`Client`'s twin for asyncio: the same methods, each a coroutine."""
@@ -312,3 +316,6 @@ class AsyncClient:
 
     async def logs(self, num_lines: int | None = None) -> list[LogLine]:
         return await self.send(calls.logs(self.database, num_lines))
+
+    async def openapi(self) -> dict[str, Any]:
+        return await self.send(calls.openapi())
