@@ -7,6 +7,7 @@ import traceback
 
 MAX_HEAD = 2_000
 MAX_TRACEBACK = 6_000
+MAX_LINE = 300  # a huge message must not push the frames out
 ELIDED = "...\n"
 
 
@@ -25,7 +26,9 @@ def headline(exc: BaseException) -> str:
 def describe(exc: BaseException) -> str:
     """The `error` a failed attempt reports: the headline, a blank line, the traceback's tail (the
     innermost frames, where the failure is)."""
-    tb = "".join(traceback.format_exception(exc)).rstrip("\n")
+    lines = "".join(traceback.format_exception(exc)).rstrip("\n").split("\n")
+    tb = "\n".join(line if len(line) <= MAX_LINE else line[: MAX_LINE - 3] + "..." for line in lines)
     if len(tb) > MAX_TRACEBACK:
-        tb = ELIDED + tb[-(MAX_TRACEBACK - len(ELIDED)):]
+        tail = tb[-(MAX_TRACEBACK - len(ELIDED)):]
+        tb = ELIDED + tail[tail.find("\n") + 1:]  # from a whole line on
     return f"{headline(exc)}\n\n{tb}"

@@ -17,6 +17,7 @@ import asyncio
 import os
 import socket
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -32,6 +33,21 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class _UnwaitedExecutor(ThreadPoolExecutor):
+    """The loop's default executor (`asyncio.to_thread`, `run_in_executor(None, ...)`) for `run`:
+    closing the loop does not wait for its threads, so a handler cut at the end of the grace does
+    not hold the return (asyncio.run would wait for it)."""
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        super().shutdown(wait=False, cancel_futures=True)
+
+
+def _loop() -> asyncio.AbstractEventLoop:
+    loop = asyncio.new_event_loop()
+    loop.set_default_executor(_UnwaitedExecutor(thread_name_prefix="stdbmod-worker"))
+    return loop
 
 
 @dataclass(frozen=True)
@@ -125,7 +141,8 @@ class Worker:
         nothing runs. Signals are handled when this runs in the main thread (unless told)."""
         if handle_signals is None:
             handle_signals = threading.current_thread() is threading.main_thread()
-        return asyncio.run(self.run_async(burst=burst, handle_signals=handle_signals))
+        with asyncio.Runner(loop_factory=_loop) as runner:
+            return runner.run(self.run_async(burst=burst, handle_signals=handle_signals))
 
     async def run_async(self, *, burst: bool = False, handle_signals: bool = False) -> WorkerStats:
         if not self.handlers:
