@@ -81,7 +81,7 @@ def test_failures_the_dead_letter_tier_requeue_cancel_and_delete(world: World) -
         assert again.status == "queued" and again.attempts == 0
         cancelled = admin.cancel(job.id, "duplicate")
         assert cancelled.status == "dead" and cancelled.dead_reason == "cancelled" and cancelled.last_error == "duplicate"
-        assert admin.delete(job.id) is None
+        admin.delete(job.id)
         with pytest.raises(NotFound) as e:
             admin.get(job.id)
         assert e.value.status_code == 404 and "no task" in e.value.message
@@ -229,7 +229,7 @@ def _openapi(world: World) -> dict[str, Any]:
 def test_the_client_covers_every_route_of_the_openapi_document(world: World) -> None:
     """A route added to the server without a client method fails here (and a client call to a
     route the server does not have)."""
-    every = [
+    every: list[calls.Call[Any]] = [
         calls.enqueue(NewJob("x")), calls.enqueue_many([NewJob("x")]), calls.get(1), calls.list_jobs(None, None, None, 1, 50),
         calls.claim(None, None, None), calls.claim_many(2, None, None, None), calls.complete(1, None, None),
         calls.complete_many([Completion(1)]), calls.fail(1, "e", None), calls.heartbeat(1, None, None), calls.cancel(1, None),
