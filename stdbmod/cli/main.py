@@ -25,6 +25,7 @@ from .read import log, logs, sql
 from .replay import replay
 from .tasks import tasks
 from .verify import verify
+from .worker import worker
 
 
 def _one_line(text: str) -> str:
@@ -98,7 +99,7 @@ def cli() -> None:
     owner-level tool: it may act as any identity with --as."""
 
 
-for command in (publish, call, tick, identity_group, sql, logs, log, verify, replay, tasks, backup_command):
+for command in (publish, call, tick, identity_group, sql, logs, log, verify, replay, tasks, backup_command, worker):
     cli.add_command(command)
 
 
