@@ -109,6 +109,11 @@ class StorageError(StdbError, OSError):
     status_code = 503
 
 
+class TransientStorageError(StorageError):
+    """The transaction did not commit and running it again may succeed: a serialization failure,
+    a deadlock, or a database connection lost before the commit was sent (PostgreSQL)."""
+
+
 class DatabaseAlreadyOpen(StorageError):
     status_code = 409
 
