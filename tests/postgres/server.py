@@ -62,3 +62,10 @@ def fresh_schema() -> Iterator[str]:
         yield schema
     finally:
         drop_schema(schema)
+
+
+def require_module() -> None:
+    """`require` for a whole test module, at import."""
+    reason = unreachable()
+    if reason is not None and not os.environ.get("CI"):
+        pytest.skip(reason, allow_module_level=True)

@@ -121,12 +121,16 @@ class RetryMachine(RuleBasedStateMachine):
         RM.handlers[HANDLED] = handler
         self.dir = Path(tempfile.mkdtemp(prefix="retry-machine-"))
         self.clock = ManualClock()
-        self.db = Database.create(self.dir / "live", APP, owner=IDS[0], clock=self.clock, durable=False)
-        self.copy = Database.create(self.dir / "copy", APP, owner=IDS[0], identity=self.db.identity, run_init=False, durable=False)
+        self.db = Database.create(self.where("live"), APP, owner=IDS[0], clock=self.clock, durable=False)
+        self.copy = Database.create(self.where("copy"), APP, owner=IDS[0], identity=self.db.identity, run_init=False, durable=False)
         self.replayed = 0
         self.model = Model(now=self.clock.now().micros, admins={IDS[0]})
         for worker in IDS[1:3]:
             self.both(lambda: self.model.grant_worker(IDS[0], worker), lambda: self.db.call("grant_worker", worker, sender=IDS[0]))
+
+    def where(self, name: str) -> Any:
+        """Where the database `name` lives (tests/postgres runs this machine on PostgreSQL)."""
+        return self.dir / name
 
     def teardown(self) -> None:
         self.db.close()
@@ -326,7 +330,7 @@ class RetryMachine(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.db.close()
-        self.db = Database.open(self.dir / "live", APP, clock=self.clock, durable=False)
+        self.db = Database.open(self.where("live"), APP, clock=self.clock, durable=False)
 
     @rule(who=who_st, status=st.sampled_from([None, "queued", "running", "completed", "dead"]),
           queue=st.sampled_from([None, "q2"]), per_page=st.integers(1, 4), page=st.integers(1, 3))  # fmt: skip

@@ -12,6 +12,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -40,8 +41,8 @@ class BankMachine(RuleBasedStateMachine):
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="stdbmod-machine-"))
         self.clock = ManualClock()
-        self.db = Database.create(self.dir / "live", bank, owner=OWNER, clock=self.clock, durable=False)
-        self.replica = Database.create(self.dir / "replica", bank, owner=OWNER, identity=self.db.identity, run_init=False, durable=False)
+        self.db = Database.create(self.where("live"), bank, owner=OWNER, clock=self.clock, durable=False)
+        self.replica = Database.create(self.where("replica"), bank, owner=OWNER, identity=self.db.identity, run_init=False, durable=False)
         self.replayed = 0
         self.balances: dict[Identity, int] = {}
         self.ids: dict[Identity, int] = {}
@@ -49,6 +50,10 @@ class BankMachine(RuleBasedStateMachine):
         self.timers: list[Timer] = []
         self.next_timer = 1
         self.person_counter = 0
+
+    def where(self, name: str) -> Any:
+        """Where the database `name` lives (tests/postgres runs this machine on PostgreSQL)."""
+        return self.dir / name
 
     def teardown(self) -> None:
         self.db.close()
@@ -136,7 +141,7 @@ class BankMachine(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.db.close()
-        self.db = Database.open(self.dir / "live", bank, clock=self.clock, durable=False)
+        self.db = Database.open(self.where("live"), bank, clock=self.clock, durable=False)
 
     # --- invariants ----------------------------------------------------------------------------
 
