@@ -10,7 +10,7 @@ the same contract (tests/storage/contract.py).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 
 class ReadTxn(ABC):
@@ -77,6 +77,10 @@ class WriteTxn(ReadTxn):
         for key in [k for k, _ in self.scan(space)]:
             self.delete(space, key)
 
+    def announce(self, message: str) -> None:
+        """Tell the other processes writing this store, if and when this transaction commits
+        (`Storage.watch`). A store only one process writes (LMDB, memory) has nobody to tell."""
+
 
 class Storage(ABC):
     """A store of named spaces. Open spaces with `ensure_spaces` before using them in a write."""
@@ -107,6 +111,19 @@ class Storage(ABC):
 
     def sync(self) -> None:
         """Flush to disk anything a non-durable mode left in memory."""
+
+    # --- several processes on one store (PostgreSQL); an embedded store has one -------------
+
+    def lead(self) -> bool:
+        """Whether this process should run the schedules now: processes sharing a store elect
+        one at a time, and another takes over when it dies. Alone, it always leads."""
+        return True
+
+    def watch(self, callback: Callable[[str | None], None]) -> Callable[[], None]:
+        """Call `callback(message)` with what another process's committed transaction
+        announced, or `callback(None)` when some may have been missed; returns the function
+        that stops watching. Alone, nothing ever comes."""
+        return lambda: None
 
 
 class StorageFull(Exception):

@@ -75,7 +75,7 @@ def run_ops(space: str, stacks: list[list[WriteTxn]], ops: list[tuple[Any, ...]]
                 elif len(stack) > 1:
                     getattr(stack.pop(), kind)()
             continue
-        seen = []
+        seen: list[Any] = []
         value = b"v%d" % next(values)  # every put a new value: an old one showing through is seen
         for stack in stacks:
             t = stack[-1]

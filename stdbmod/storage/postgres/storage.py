@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import psycopg
@@ -33,6 +33,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ...errors import KeyTooLarge, StorageError, TransientStorageError
 from ..base import ReadTxn, Storage, WriteTxn
+from .coordination import Leadership, Listener, channel, new_node_id
 from .sql import Statements
 from .writeset import WriteSet, lookup, merged, pending_range
 
@@ -145,6 +146,7 @@ class _PgWrite(_PgRead, WriteTxn):
         # innermost first: where a read looks for pending writes
         self._levels: list[WriteSet] = [self._mine, *(parent._levels if parent is not None else ())]
         self._done = False
+        self._announced: list[str] = []
 
     def _live(self) -> None:
         if self._done:
@@ -197,6 +199,9 @@ class _PgWrite(_PgRead, WriteTxn):
         for key in [k for k, _ in self.scan(space)]:
             self._mine.set(space, key, None)
 
+    def announce(self, message: str) -> None:
+        self._announced.append(message)
+
     def child(self) -> WriteTxn:
         self._live()
         assert self._conn is not None
@@ -208,10 +213,11 @@ class _PgWrite(_PgRead, WriteTxn):
         self._done = True
         if self._parent is not None:
             self._mine.merge_into(self._parent._mine)
+            self._parent._announced += self._announced
             return
         conn, self._conn = self._conn, None
         assert conn is not None
-        self._s._commit(conn, self._mine)
+        self._s._commit(conn, self._mine, self._announced)
 
     def abort(self) -> None:
         if self._done:
@@ -243,6 +249,10 @@ class PostgresStorage(Storage):
         self._writer_lock = threading.Lock()  # one top-level write transaction per process
         self._writer: psycopg.Connection[Any] | None = None
         self._closed = False
+        self.node = new_node_id()  # names this process's announcements, so it skips its own
+        self._channel = channel(schema)
+        self._leadership: Leadership | None = None
+        self._listeners: list[Listener] = []
         self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
         conn = self._connect()
         try:
@@ -391,7 +401,7 @@ class PostgresStorage(Storage):
             self._writer_lock.release()
             raise
 
-    def _commit(self, conn: psycopg.Connection[Any], writes: WriteSet) -> None:
+    def _commit(self, conn: psycopg.Connection[Any], writes: WriteSet, announced: list[str]) -> None:
         try:
             if not writes.writes:
                 self._end(conn, "COMMIT")
@@ -400,6 +410,8 @@ class PostgresStorage(Storage):
             try:
                 with conn.pipeline():
                     conn.execute(self.sql.flush, args)
+                    for message in announced:  # delivered by PostgreSQL at the commit, if any
+                        conn.execute("SELECT pg_notify(%s, %s)", (self._channel, f"{self.node} {message}"))
                     xid_cur = conn.execute("SELECT pg_current_xact_id()::text")
                 xid_row = xid_cur.fetchone()
             except psycopg.Error as e:
@@ -485,10 +497,33 @@ class PostgresStorage(Storage):
     def grow(self) -> None:
         pass  # PostgreSQL has no map to grow: a full disk is a StorageError
 
+    def lead(self) -> bool:
+        if self._closed:
+            return False
+        if self._leadership is None:
+            self._leadership = Leadership(self)
+        return self._leadership.lead()
+
+    def watch(self, callback: Callable[[str | None], None]) -> Callable[[], None]:
+        listener = Listener(self, self.node, callback)
+        self._listeners.append(listener)
+        listener.wait_ready(CONNECT_TIMEOUT)
+
+        def stop() -> None:
+            listener.close()
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return stop
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        for listener in list(self._listeners):
+            listener.close()
+        if self._leadership is not None:
+            self._leadership.close()
         if self._pool is not None:
             self._pool.close()
         if self._writer is not None:
