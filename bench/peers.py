@@ -104,22 +104,27 @@ def rq_redis(path: str, n: int) -> float:
 def procrastinate_pg(path: str, n: int) -> float:
     """procrastinate on a loopback PostgreSQL (fsync, synchronous_commit on): defer N jobs,
     then a worker (concurrency 1) fetches and finishes them."""
+    with postgres_server(path) as conninfo:
+        return procrastinate_on(conninfo, n)
+
+
+def procrastinate_on(conninfo: str, n: int) -> float:
+    """`procrastinate_pg` on a server already running (bench/postgres.py shares one per run)."""
     pc = _need("procrastinate")
     _need("psycopg")
-    with postgres_server(path) as conninfo:
-        app = pc.App(connector=pc.PsycopgConnector(conninfo=conninfo))
-        task = app.task(name="noop", queue="bench")(noop)
+    app = pc.App(connector=pc.PsycopgConnector(conninfo=conninfo))
+    task = app.task(name="noop", queue="bench")(noop)
 
-        async def run() -> float:
-            async with app.open_async():
-                await app.schema_manager.apply_schema_async()
-                t0 = time.perf_counter()
-                for i in range(n):
-                    await task.defer_async(n=i)
-                await app.run_worker_async(queues=["bench"], wait=False, concurrency=1, install_signal_handlers=False)
-                return time.perf_counter() - t0
+    async def run() -> float:
+        async with app.open_async():
+            await app.schema_manager.apply_schema_async()
+            t0 = time.perf_counter()
+            for i in range(n):
+                await task.defer_async(n=i)
+            await app.run_worker_async(queues=["bench"], wait=False, concurrency=1, install_signal_handlers=False)
+            return time.perf_counter() - t0
 
-        elapsed = asyncio.run(run())
+    elapsed = asyncio.run(run())
     return n / elapsed
 
 

@@ -123,6 +123,9 @@ def run(sizes: Sizes, base_dir: str | None, only: list[str] | None, log: Callabl
         n = s.server_peer if needs_server else s.peer
         peer_rows[name] = b.throughput(LIFE, name, functools.partial(_peer, fn, n))
 
+    log("PostgreSQL: stdbmod's backend (1 and 3 nodes) and procrastinate on one server")
+    postgres_section(b, s)
+
     log("runtime overhead")
     over = Row("runtime overhead: one call per transaction, fsync off", "stdbmod time / raw LMDB time, same operations", "x", higher_is_better=False)
     b.rows.append(over)
@@ -182,6 +185,36 @@ def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
         us = sorted(http_load.LAST_SERVER_CPU_US)[len(http_load.LAST_SERVER_CPU_US) // 2]
         row.note = f"/jobs/enqueue_many, /claim_many, /complete_many; server CPU {us:.0f} us per request"
     return out
+
+
+def postgres_section(b: Bench, s: Sizes) -> None:
+    """bench/postgres.py: each repetition starts one PostgreSQL server for all its rows."""
+    from bench import postgres
+
+    sec = "durable lifecycle on one PostgreSQL server (same server, same run), jobs/s"
+    names = ["procrastinate", "one node, one call at a time", "one node, 16 threads", "3 nodes, 8 threads each"]
+    label = {k: "procrastinate on PostgreSQL, the same server" if k == "procrastinate" else f"stdbmod on PostgreSQL, {k}" for k in names}
+    if not s.servers or not any(b.wanted(label[k]) for k in names):
+        for k in names:
+            b.skip(sec, label[k], "skipped in quick mode (needs a server)" if not s.servers else "not selected")
+        return
+    rows = {k: Row(sec, label[k], "jobs/s") for k in names}
+    b.rows += rows.values()
+    samples: list[dict[str, float]] = []
+    try:
+        for _ in range(s.reps):
+            with tempfile.TemporaryDirectory(prefix="stdbmod-bench-", dir=b.base) as d:
+                samples.append(postgres.same_server(d, s.server_peer, s.server_peer))
+            b.log("    " + ", ".join(f"{k}: {v:,.0f}" for k, v in samples[-1].items()))
+    except SkipRow as e:
+        for r in rows.values():
+            r.skipped = str(e)
+        return
+    for k, r in rows.items():
+        r.samples = [m[k] for m in samples]
+    rows["one node, one call at a time"].note = f"{max(60, s.server_peer // 8)} lifecycles; every call its own PostgreSQL transaction"
+    rows["3 nodes, 8 threads each"].note = "3 processes on one schema; their write transactions take one lock in turn"
+    rows["procrastinate"].note = "defer N, then a worker of concurrency 1 (the peers section's row, here on the shared server)"
 
 
 def _extras(*args: str) -> dict[str, Any]:

@@ -285,7 +285,8 @@ class PostgresStorage(Storage):
             conn = psycopg.connect(self.dsn, **self._connect_kwargs())
             self._configure(conn)
         except psycopg.Error as e:
-            raise StorageError(f"cannot connect to PostgreSQL: {e}".rstrip()) from e
+            # transient: nothing was written, and the server may be back for the next try
+            raise TransientStorageError(f"cannot connect to PostgreSQL: {e}".rstrip()) from e
         return conn
 
     def _create(self, conn: psycopg.Connection[Any]) -> None:
