@@ -58,7 +58,7 @@ def create_app(
         owned = not isinstance(db, Database)
         database = db() if not isinstance(db, Database) else db
         if on_panic is not None:
-            database._core.on_panic = on_panic  # the runtime's hook, called on the writer thread
+            database.hooks.on_panic = on_panic  # called on the writer thread
         scheduler = Scheduler(database).start() if run_scheduler else None
         ctx.attach(database)
         try:

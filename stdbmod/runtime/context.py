@@ -1,4 +1,5 @@
-"""`ReducerContext`: everything a reducer may touch."""
+"""`ReducerContext`, everything a reducer may touch, and `ContextFactory`, which makes them (and
+the `db` views of reads and replays) for the jobs the writer runs."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import SenderError
+from ..module import Module
 from ..types import ConnectionId, Identity, Timestamp
 from .tables import DbView
-from .transaction import Transaction
+from .transaction import Transaction, TxView
 
 
 class ReducerContext:
@@ -68,3 +70,27 @@ class ReducerContext:
 
     def __getattr__(self, name: str) -> Any:
         raise AttributeError(f"ReducerContext has no {name!r}")
+
+
+class ContextFactory:
+    """The database's module and identity, and the views and contexts made from them."""
+
+    def __init__(self, module: Module, identity: Identity) -> None:
+        self.module = module
+        self.identity = identity
+        self._writer_db: DbView | None = None  # see `context`
+
+    def dbview(self, view: TxView) -> DbView:
+        """`db` over `view`: a read snapshot, or a transaction outside any reducer (replays)."""
+        return DbView(view, self.module.tables)
+
+    def context(self, tx: Transaction, *, sender: Identity, connection_id: ConnectionId | None, reducer: str) -> ReducerContext:
+        """A reducer's context. Only on the writer side, which runs one job at a time: every
+        call shares one DbView, rebound to its transaction (building handles and accessors afresh
+        for every call cost more than many a reducer's own work)."""
+        db = self._writer_db
+        if db is None:
+            db = self._writer_db = self.dbview(tx)
+        else:
+            db.rebind(tx)
+        return ReducerContext(tx, db, sender=sender, identity=self.identity, connection_id=connection_id, reducer=reducer)

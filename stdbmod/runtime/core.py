@@ -12,60 +12,44 @@ import logging
 import traceback
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ReducerFailed, SenderError, StorageError, StoragePanic
 from ..module import Module
 from ..storage import Storage, StorageFull, WriteTxn
-from ..types import Identity, Timestamp
+from ..types import Identity
 from . import commitlog
 from .clock import Clock
-from .context import ReducerContext
+from .context import ContextFactory
 from .dblog import DbLog
-from .jobs import Job, ScheduledJob, record_of
-from .tables import DbView
-from .transaction import Transaction, TxView
+from .jobs import Job, record_of
+from .transaction import Transaction
 
 log = logging.getLogger("stdbmod")
+
+
+@dataclass
+class Hooks:
+    """What a database tells the code around it (`Database.hooks`), on the thread that ran the
+    batch, after its commit."""
+
+    on_commit: Callable[[list[commitlog.CommitRecord]], None] | None = None  # the batch's records
+    # The earliest due time (micros) a commit armed: the scheduler wakes only if that is before
+    # its planned wake-up. Removing a row needs no wake: a scheduler that wakes for it finds
+    # nothing due and sleeps on.
+    on_schedule_change: Callable[[int], None] | None = None
+    on_panic: Callable[[StoragePanic], None] | None = None  # the storage is unusable: restart
 
 
 class Core:
     def __init__(self, storage: Storage, module: Module, clock: Clock, identity: Identity) -> None:
         self.storage = storage
-        self.module = module
         self.clock = clock
-        self.identity = identity
         self.dblog = DbLog()
         self.broken: StoragePanic | None = None
-        self.on_panic: Callable[[StoragePanic], None] | None = None
-        # Called after a commit that armed schedule rows, with the earliest due time (micros):
-        # the scheduler wakes only if that is before its planned wake-up. Removing a row needs
-        # no wake: a scheduler that wakes for it finds nothing due and sleeps on.
-        self.on_schedule_change: Callable[[int], None] | None = None
-        self.on_commit: Callable[[list[commitlog.CommitRecord]], None] | None = None
-        self._running_here: Callable[[], bool] = lambda: False
-        self._writer_db: DbView | None = None  # see `context`
-
-    # --- contexts ------------------------------------------------------------------------------
-
-    def dbview(self, view: TxView) -> DbView:
-        return DbView(view, self.module.tables)
-
-    def context(self, tx: Transaction, job: Job) -> ReducerContext:
-        """Only on the writer side (one batch at a time): reducers share one rebound DbView."""
-        db = self._writer_db
-        if db is None:
-            db = self._writer_db = self.dbview(tx)
-        else:
-            db.rebind(tx)
-        return ReducerContext(
-            tx,
-            db,
-            sender=job.sender,
-            identity=self.identity,
-            connection_id=job.connection_id,
-            reducer=job.reducer,
-        )
+        self.hooks = Hooks()
+        self.contexts = ContextFactory(module, identity)
 
     # --- batches -------------------------------------------------------------------------------
 
@@ -116,10 +100,11 @@ class Core:
                 fut.set_result(value)
             else:
                 fut.set_exception(value)
-        if armed is not None and self.on_schedule_change is not None:
-            self.on_schedule_change(armed)
-        if records and self.on_commit is not None:
-            self.on_commit(records)
+        hooks = self.hooks
+        if armed is not None and hooks.on_schedule_change is not None:
+            hooks.on_schedule_change(armed)
+        if records and hooks.on_commit is not None:
+            hooks.on_commit(records)
 
     def _panic(self, e: StoragePanic, batch: list[tuple[Job, Future[Any]]]) -> None:
         self.broken = e
@@ -127,21 +112,18 @@ class Core:
             if not fut.done():
                 fut.set_exception(e)
         log.critical("storage panic: %s", e)
-        if self.on_panic is not None:
-            self.on_panic(e)
+        if self.hooks.on_panic is not None:
+            self.hooks.on_panic(e)
 
     def _run_job(self, job: Job, outer: WriteTxn, offset: int) -> tuple[bool, Any, commitlog.CommitRecord | None, int | None]:
         """(ok, result or error, commit record, the earliest due time it armed)."""
         if job.timestamp is None:
-            now = self.clock.now()
-            if isinstance(job, ScheduledJob) and job.queue_key:
-                now = max(now, Timestamp(job.intended))  # SpacetimeDB: max(intended, now)
-            job.timestamp = now
+            job.timestamp = job.start_time(self.clock.now())
         child = outer.child()
         tx = Transaction(child, job.timestamp)
         logs = tx.logs
         try:
-            value = job.run(self, tx)
+            value = job.run(self.contexts, tx)
             record = None if job.skip_record else record_of(job, tx, offset)
             if record is not None:
                 commitlog.append(child, record)
@@ -160,20 +142,9 @@ class Core:
             logs.append(("panic", "".join(traceback.format_exception(e)).rstrip()))
         for level, message in logs:
             self.dblog.append(outer, job.timestamp.micros, level, job.reducer, message)
-        if not ok and isinstance(job, ScheduledJob) and not job.cleanup:
-            cleanup = ScheduledJob(
-                kind="schedule_cleanup", reducer=job.reducer, sender=job.sender, timestamp=job.timestamp, queue_key=job.queue_key, cleanup=True
-            )
-            _, _, rec, _ = self._run_job(cleanup, outer, offset)
+        follow_up = None if ok else job.follow_up()
+        if follow_up is not None:  # a failed schedule row's cleanup (schedules.py, rule 4)
+            _, _, rec, _ = self._run_job(follow_up, outer, offset)
             if rec is not None:
                 return ok, result, rec, None
         return ok, result, record, tx.earliest_armed if ok else None  # a failed call's rows are gone
-
-    # --- threads -------------------------------------------------------------------------------
-
-    def set_writer(self, running_here: Callable[[], bool]) -> None:
-        self._running_here = running_here
-
-    def on_writer_thread(self) -> bool:
-        """Whether the calling thread is running a batch (the writer's, or a caller's own)."""
-        return self._running_here()

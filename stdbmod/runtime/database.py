@@ -31,16 +31,15 @@ from ..errors import (
     StdbError,
     StorageError,
 )
-from ..keys import encode_u64
 from ..module import Module
 from ..schema import ReducerDef
 from ..storage import LmdbStorage, Storage, StorageFull
 from ..types import ConnectionId, Identity, Timestamp
-from . import commitlog, spaces
+from . import commitlog, schedules, spaces
 from .backup import check_target
 from .clock import Clock, SystemClock
 from .commitlog import CommitRecord
-from .core import Core
+from .core import Core, Hooks
 from .dblog import DbLog, LogLine
 from .integrity import check_integrity
 from .jobs import CallJob, Job, LifecycleJob, ScheduledJob
@@ -73,7 +72,7 @@ class ReadView:
     def __init__(self, core: Core) -> None:
         self._txn = core.storage.begin_read()
         self.view = TxView(self._txn, core.clock.now())
-        self.db: DbView = core.dbview(self.view)
+        self.db: DbView = core.contexts.dbview(self.view)
 
     def close(self) -> None:
         self._txn.close()
@@ -133,7 +132,7 @@ class Database:
         self.meta = meta
         self._core = Core(storage, module, clock, meta.identity)
         self._writer = Writer(self._core.run_batch, meta.name)
-        self._core.set_writer(self._writer.running_here)
+        self.hooks: Hooks = self._core.hooks  # on_commit, on_schedule_change, on_panic
         self._closed = False
 
     # --- creating and opening ------------------------------------------------------------------
@@ -326,6 +325,10 @@ class Database:
         except StdbError:
             pass
 
+    def submit_job(self, job: Job) -> Future[Any]:
+        """Queue a job the runtime prepared itself (the replays' way in)."""
+        return self._submit(job)
+
     def _submit(self, job: Job) -> Future[Any]:
         if self._writer.running_here():
             raise CallError("a reducer cannot call db.call(); call the other reducer function directly")
@@ -346,9 +349,7 @@ class Database:
     def next_due(self) -> Timestamp | None:
         """When the earliest schedule row is due, or None."""
         with self._core.storage.begin_read() as r:
-            for key, _ in r.scan(spaces.SCHEDULE_QUEUE):
-                return Timestamp(int.from_bytes(key[:8], "big"))
-        return None
+            return schedules.next_due(r)
 
     def run_due(self, now: Timestamp | None = None, limit: int = 100_000) -> int:
         """Fire every schedule row due at `now` (default: the clock), including rows the fired
@@ -369,16 +370,8 @@ class Database:
         calling thread when the writer is idle (no hand-off to wake up for). Returns how many
         fired and when the first row not fired is due (None: no other row). A storage failure
         is raised: the rows stay due for a later try."""
-        at = now or self.clock.now()
-        stop = encode_u64(at.micros + 1)
-        due: list[bytes] = []
-        nxt: Timestamp | None = None
         with self._core.storage.begin_read() as r:
-            for key, _ in r.scan(spaces.SCHEDULE_QUEUE):
-                if key >= stop or len(due) >= limit:
-                    nxt = Timestamp(int.from_bytes(key[:8], "big"))
-                    break
-                due.append(key)
+            due, nxt = schedules.due(r, now or self.clock.now(), limit)
         if not due:
             return 0, nxt
         if self._writer.running_here():

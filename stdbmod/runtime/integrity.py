@@ -16,7 +16,7 @@ import msgspec
 from ..keys import decode_u64, encode_key
 from ..schema import TableDef
 from ..storage import ReadTxn
-from . import spaces
+from . import schedules, spaces
 
 MAX_REPORTED = 20  # per kind of problem: a broken index would otherwise list every row
 
@@ -57,7 +57,7 @@ def _check_table(txn: ReadTxn, t: TableDef, scheduled_rows: set[bytes]) -> list[
             else:
                 entries[key + pk_key] = pk_key
         if t.scheduled is not None:
-            scheduled_rows.add(t.name.encode() + b"\x00" + pk_key)
+            scheduled_rows.add(schedules.row_key(t.name, pk_key))
     for ix in t.indexes.values():
         actual = dict(txn.scan(spaces.index(t.name, ix.name)))
         problems += _compare(f"{t.name}.{ix.name}", expected[ix.name], actual)
@@ -83,14 +83,13 @@ def _compare(where: str, expected: dict[bytes, bytes], actual: dict[bytes, bytes
 
 def _check_schedule_queue(txn: ReadTxn, scheduled_rows: set[bytes]) -> list[str]:
     problems: list[str] = []
-    by_row = dict(txn.scan(spaces.SCHEDULE_BY_ROW))
-    queue = {k for k, _ in txn.scan(spaces.SCHEDULE_QUEUE)}
+    by_row, queue = schedules.entries(txn)
     for row_key in sorted(scheduled_rows - by_row.keys())[:MAX_REPORTED]:
         problems.append(f"schedule: row {row_key!r} is not in the schedule queue")
     for row_key, queue_key in by_row.items():
         if row_key not in scheduled_rows:
             problems.append(f"schedule: queue entry for a missing row {row_key!r}")
-        elif queue_key not in queue or queue_key[8:] != row_key:
+        elif queue_key not in queue or schedules.row_of(queue_key) != row_key:
             problems.append(f"schedule: row {row_key!r} points at a wrong queue entry")
     armed = set(by_row.values())
     for queue_key in sorted(queue - armed)[:MAX_REPORTED]:

@@ -1,23 +1,22 @@
 """The kinds of write work the writer runs, one nested transaction each.
 
-A job's `run(core, tx)` does its work inside the transaction and returns the call's result; the
-runtime then writes the commit record. `kind` and `reducer` name it in the logs.
+A job's `run(contexts, tx)` does its work inside the transaction and returns the call's result;
+the runtime then writes the commit record (`record_of`). `kind` and `reducer` name it in the
+logs. A job whose run failed may name a `follow_up` to run in a transaction of its own.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..keys import decode_u64, encode_u64
 from ..schema import ReducerDef
 from ..types import ConnectionId, Every, Identity, Timestamp
-from . import spaces
+from . import schedules
 from .commitlog import CommitRecord, RecordKind, TableChange
-from .transaction import Transaction, due_of
-
-if TYPE_CHECKING:
-    from .core import Core
+from .context import ContextFactory, ReducerContext
+from .tables import decode_row, delete_at
+from .transaction import Transaction
 
 
 @dataclass
@@ -31,8 +30,19 @@ class Job:
     schedule_row: bytes | None = None
     skip_record: bool = field(default=False, init=False)
 
-    def run(self, core: Core, tx: Transaction) -> Any:
+    def run(self, contexts: ContextFactory, tx: Transaction) -> Any:
         raise NotImplementedError
+
+    def start_time(self, now: Timestamp) -> Timestamp:
+        """The call's timestamp, when the job starts at `now` with none fixed."""
+        return now
+
+    def follow_up(self) -> Job | None:
+        """What to run, in a transaction of its own, after this job failed."""
+        return None
+
+    def context_of(self, contexts: ContextFactory, tx: Transaction) -> ReducerContext:
+        return contexts.context(tx, sender=self.sender, connection_id=self.connection_id, reducer=self.reducer)
 
 
 @dataclass
@@ -42,10 +52,9 @@ class CallJob(Job):
     reducer_def: ReducerDef | None = None
     args: tuple[Any, ...] = ()
 
-    def run(self, core: Core, tx: Transaction) -> Any:
+    def run(self, contexts: ContextFactory, tx: Transaction) -> Any:
         assert self.reducer_def is not None
-        ctx = core.context(tx, self)
-        return self.reducer_def.func(ctx, *self.args)
+        return self.reducer_def.func(self.context_of(contexts, tx), *self.args)
 
 
 @dataclass
@@ -55,10 +64,10 @@ class LifecycleJob(Job):
     hooks: list[ReducerDef] = field(default_factory=list)
     before: Any = None  # init: writes the database's metadata first, in the same transaction
 
-    def run(self, core: Core, tx: Transaction) -> Any:
+    def run(self, contexts: ContextFactory, tx: Transaction) -> Any:
         if self.before is not None:
             self.before(tx)
-        ctx = core.context(tx, self)
+        ctx = self.context_of(contexts, tx)
         for hook in self.hooks:
             hook.func(ctx)
         return None
@@ -66,67 +75,63 @@ class LifecycleJob(Job):
 
 @dataclass
 class ScheduledJob(Job):
-    """Fire the schedule-table row whose queue entry is `queue_key`."""
+    """Fire the schedule-table row of queue entry `queue_key` (re-executing a log: of row
+    `schedule_row`), by the rule in schedules.py: the run and the row's settlement (deleted, or
+    re-armed at its next tick) commit together; after a failed run the settlement follows in a
+    transaction of its own (`cleanup`)."""
 
     queue_key: bytes = b""
     cleanup: bool = False  # the separate transaction after a failed run
-    now: Timestamp | None = None
 
     def __post_init__(self) -> None:
         if self.queue_key:
-            self.schedule_row = self.queue_key[8:]
+            self.schedule_row = schedules.row_of(self.queue_key)
 
-    @property
-    def intended(self) -> int:
-        return decode_u64(self.queue_key[:8])
+    def start_time(self, now: Timestamp) -> Timestamp:
+        if not self.queue_key:
+            return now
+        return max(now, Timestamp(schedules.due_time(self.queue_key)))  # SpacetimeDB: max(intended, now)
 
-    def prepare(self, core: Core, tx: Transaction) -> tuple[Any, Any, bytes, bytes] | None:
-        """(table handle, row, pk key, the row's stored bytes), or None when the entry is gone
-        (fired, cancelled)."""
+    def run(self, contexts: ContextFactory, tx: Transaction) -> Any:
         if not self.queue_key and self.schedule_row:  # re-execution knows the row, not its due time
-            self.queue_key = tx.wtxn.get(spaces.SCHEDULE_BY_ROW, self.schedule_row) or b""
-        if not self.queue_key or tx.wtxn.get(spaces.SCHEDULE_QUEUE, self.queue_key) is None:
+            self.queue_key = schedules.queue_key_of(tx.wtxn, self.schedule_row) or b""
+        if not self.queue_key or not schedules.is_armed(tx.wtxn, self.queue_key):
+            self.skip_record = True  # fired or cancelled since it was found due
             return None
-        table_name, _, pk_key = self.queue_key[8:].partition(b"\x00")
-        handle = core.dbview(tx).table(table_name.decode())
-        raw = tx.get_row(handle._t, pk_key)
-        return None if raw is None else (handle, handle._decode(raw), pk_key, raw)
-
-    def run(self, core: Core, tx: Transaction) -> Any:
-        found = self.prepare(core, tx)
-        if found is None:
+        table, pk_key = schedules.split_row_key(schedules.row_of(self.queue_key))
+        handle = contexts.dbview(tx).table(table)
+        raw = tx.get_row(handle.definition, pk_key)
+        if raw is None:
             self.skip_record = True
             return None
-        handle, row, pk_key, raw = found
+        row = decode_row(handle, raw)
         if not self.cleanup:
-            rdef = core.module.reducers[handle._t.scheduled]
+            rdef = contexts.module.reducers[handle.definition.scheduled or ""]
             self.reducer = rdef.name
             self.args_bytes = raw
-            rdef.func(core.context(tx, self), row)
-        self.finish(tx, handle, row, pk_key)
+            rdef.func(self.context_of(contexts, tx), row)
+        self._settle(tx, handle, row, pk_key)
         return None
 
-    def finish(self, tx: Transaction, handle: Any, row: Any, pk_key: bytes) -> None:
+    def _settle(self, tx: Transaction, handle: Any, row: Any, pk_key: bytes) -> None:
         """Delete a one-shot row, or re-arm an interval at its next tick after now; only if the
         reducer did not reschedule or delete the row itself."""
-        if tx.wtxn.get(spaces.SCHEDULE_QUEUE, self.queue_key) is None:
+        if not schedules.is_armed(tx.wtxn, self.queue_key):
             return
-        at = getattr(row, "scheduled_at")
+        at = row.scheduled_at
         if isinstance(at, Every):
-            step = abs(at.interval.micros) or 1
-            now = tx.timestamp.micros
-            nxt = self.intended + step
-            if nxt <= now:
-                nxt += ((now - nxt) // step + 1) * step
-            row_key = self.queue_key[8:]
-            tx.wtxn.delete(spaces.SCHEDULE_QUEUE, self.queue_key)
-            tx.arm(row_key, nxt)
+            nxt = schedules.next_tick(schedules.due_time(self.queue_key), at, tx.timestamp)
+            schedules.move(tx.wtxn, self.queue_key, nxt)
+            tx.note_armed(nxt)
         else:
-            handle._delete_at(pk_key)
+            delete_at(handle, pk_key)
 
-
-def queue_key_for(row_key: bytes, at: Any, now: Timestamp) -> bytes:
-    return encode_u64(max(due_of(at, now), 0)) + row_key
+    def follow_up(self) -> Job | None:
+        if self.cleanup:
+            return None
+        return ScheduledJob(
+            kind="schedule_cleanup", reducer=self.reducer, sender=self.sender, timestamp=self.timestamp, queue_key=self.queue_key, cleanup=True
+        )
 
 
 def record_of(job: Job, tx: Transaction, offset: int) -> CommitRecord | None:

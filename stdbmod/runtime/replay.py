@@ -9,19 +9,20 @@ record into the target's own log, so the target's log equals the source's.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import msgspec
 
 from ..errors import StdbError
 from ..keys import encode_u64
 from ..types import ConnectionId, Identity, Timestamp
-from . import spaces
+from . import commitlog, spaces
 from .commitlog import CommitRecord
+from .context import ContextFactory
+from .database import Database
 from .jobs import CallJob, Job, LifecycleJob, ScheduledJob
+from .tables import decode_row
 from .transaction import Transaction
-
-if TYPE_CHECKING:
-    from .core import Core
-    from .database import Database
 
 
 class _ApplyJob(Job):
@@ -30,24 +31,18 @@ class _ApplyJob(Job):
         self.record = record
         self.skip_record = True
 
-    def run(self, core: Core, tx: Transaction) -> Any:
-        db = core.dbview(tx)
+    def run(self, contexts: ContextFactory, tx: Transaction) -> Any:
+        db = contexts.dbview(tx)
         for change in self.record.changes:
             handle = db.table(change.table)
             for raw in change.deletes:
-                handle.delete(handle._decode(raw))
+                handle.delete(decode_row(handle, raw))
             for raw in change.inserts:
-                handle.insert(handle._decode(raw))
+                handle.insert(decode_row(handle, raw))
         for table, value in self.record.sequences.items():
             tx.wtxn.put(spaces.SEQUENCES, table.encode(), encode_u64(value))
-        _copy_record(tx, self.record)
+        commitlog.append(tx.wtxn, self.record)
         return None
-
-
-def _copy_record(tx: Transaction, record: CommitRecord) -> None:
-    from .commitlog import append
-
-    append(tx.wtxn, record)
 
 
 def apply_changes(target: Database, records: Iterable[CommitRecord], batch: int = 256) -> int:
@@ -62,8 +57,6 @@ def _reexec_job(db: Database, r: CommitRecord) -> Job:
     if r.kind == "call":
         rdef = db.module.reducers[r.reducer]
         args = rdef.msgpack_decoder.decode(r.args)
-        import msgspec
-
         return CallJob(kind="call", reducer=r.reducer, sender=sender, connection_id=conn, timestamp=ts, args_bytes=r.args, reducer_def=rdef, args=msgspec.structs.astuple(args))
     if r.kind in ("init", "connect", "disconnect"):
         hook_kind = {"init": "init", "connect": "client_connected", "disconnect": "client_disconnected"}[r.kind]
@@ -92,7 +85,7 @@ def _run(target: Database, jobs: Iterable[Job], batch: int) -> int:
     n = 0
     pending = []
     for job in jobs:
-        pending.append(target._submit(job))
+        pending.append(target.submit_job(job))
         if len(pending) >= batch:
             n += _drain(pending)
     return n + _drain(pending)

@@ -27,7 +27,7 @@ class Scheduler:
         # When the loop plans to wake (micros), or None while it is not asleep on a plan: then
         # every arming commit wakes it (it may have read the queue before that commit).
         self._sleep_until: int | None = None
-        db._core.on_schedule_change = self._armed
+        db.hooks.on_schedule_change = self._armed
 
     def start(self) -> Scheduler:
         self._thread.start()

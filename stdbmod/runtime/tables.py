@@ -264,6 +264,19 @@ class UniqueColumn(BTreeIndex):
         return pk_key is not None and self._h._delete_at(pk_key)
 
 
+# --- for the runtime's own jobs (firing schedule rows, replaying changes) --------------------------
+
+
+def decode_row(handle: TableHandle, raw: bytes) -> Any:
+    """A stored row of `handle`'s table, remembered so that deleting it decodes nothing again."""
+    return handle._decode(raw)
+
+
+def delete_at(handle: TableHandle, pk_key: bytes) -> bool:
+    """Delete the row stored under `pk_key`; whether there was one."""
+    return handle._delete_at(pk_key)
+
+
 class DbView:
     """`ctx.db`: one attribute per table."""
 

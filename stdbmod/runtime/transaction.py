@@ -1,5 +1,6 @@
 """A reducer call's view of one storage transaction: row writes with their index entries, net
-change tracking for the commit log, sequences, schedule registration and savepoints.
+change tracking for the commit log, sequences, the schedule queue kept in step (schedules.py)
+and savepoints.
 
 Only the runtime creates these; module code sees them through table handles.
 """
@@ -14,8 +15,8 @@ from ..errors import AutoIncOverflow, KeyTooLarge, StdbError
 from ..keys import FAST_ENCODERS, MAX_KEY_SIZE, decode_u64, encode_u64, encode_value
 from ..schema import TableDef
 from ..storage import ReadTxn, WriteTxn
-from ..types import At, Every, Timestamp
-from . import spaces
+from ..types import Timestamp
+from . import schedules, spaces
 
 _SEQ_MAX = (1 << 63) - 1
 _fast = FAST_ENCODERS.get
@@ -105,7 +106,9 @@ class Transaction(TxView):
         else:
             txn.put(spaces.rows(table.name), pk_key, new)
         if table.scheduled is not None:
-            self._reschedule(table, pk_key, row_new)
+            due = schedules.on_row_write(txn, table, pk_key, row_new, self.timestamp)
+            if due is not None:
+                self.note_armed(due)
 
     def next_sequence(self, table: TableDef) -> int:
         raw = self.wtxn.get(spaces.SEQUENCES, table.name.encode())
@@ -123,24 +126,8 @@ class Transaction(TxView):
             self.wtxn.put(spaces.SEQUENCES, table.name.encode(), encode_u64(at_least))
             self.sequences[table.name] = at_least
 
-    # --- schedules -----------------------------------------------------------------------------
-
-    def _reschedule(self, table: TableDef, pk_key: bytes, row: Any) -> None:
-        """Keep the due-time queue in step with a schedule table's rows."""
-        txn = self.wtxn
-        row_key = table.name.encode() + b"\x00" + pk_key
-        old = txn.get(spaces.SCHEDULE_BY_ROW, row_key)
-        if old is not None:
-            txn.delete(spaces.SCHEDULE_QUEUE, old)
-            txn.delete(spaces.SCHEDULE_BY_ROW, row_key)
-        if row is not None:
-            at = row[table.columns_by_name["scheduled_at"]]
-            self.arm(row_key, due_of(at, self.timestamp))
-
-    def arm(self, row_key: bytes, due: int) -> None:
-        queue_key = encode_u64(max(due, 0)) + row_key
-        self.wtxn.put(spaces.SCHEDULE_QUEUE, queue_key, b"")
-        self.wtxn.put(spaces.SCHEDULE_BY_ROW, row_key, queue_key)
+    def note_armed(self, due: int) -> None:
+        """A schedule row was armed at `due` (micros): the commit wakes the scheduler if earlier."""
         if self.earliest_armed is None or due < self.earliest_armed:
             self.earliest_armed = due
 
@@ -197,9 +184,3 @@ def _same(a: Any, b: Any) -> bool:
     (floats excluded: -0.0 == 0.0, keys differ)."""
     return a is b or (type(a) is type(b) and type(a) is not float and a == b)
 
-
-def due_of(at: At | Every, now: Timestamp) -> int:
-    """When a schedule row first fires: its time, or now + |interval|."""
-    if isinstance(at, At):
-        return at.time.micros
-    return now.micros + abs(at.interval.micros)

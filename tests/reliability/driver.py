@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         os._exit(EXIT_PANIC)
 
     db = Database.open(a.data, module, clock=clock, **options)
-    db._core.on_panic = on_panic  # the runtime's hook; the HTTP server uses it the same way
+    db.hooks.on_panic = on_panic  # the HTTP server uses the same hook
     for i, step in enumerate(w.steps):
         say(f"S {i}")
 

@@ -40,7 +40,7 @@ def test_a_panic_fails_the_database_for_good(tmp_path: Path) -> None:
     storage = FaultyStorage(LmdbStorage(str(tmp_path)))
     db = Database.create(storage, bank, owner=OWNER, clock=ManualClock())
     panics: list[StoragePanic] = []
-    db._core.on_panic = panics.append
+    db.hooks.on_panic = panics.append
     storage.fail_next = StoragePanic("LMDB panic")
     with pytest.raises(StoragePanic):
         db.call("open_account", 5, sender=OWNER)

@@ -160,24 +160,24 @@ def test_the_loop_wakes_when_an_earlier_row_is_inserted(db: Database, clock: Man
     sched = Scheduler(db).start()
     try:
         done = threading.Event()
-        original = db._core.on_commit
+        original = db.hooks.on_commit
 
         def watch(records: list[CommitRecord]) -> None:
             if any(getattr(r, "kind", "") == "scheduled" for r in records):
                 done.set()
 
-        db._core.on_commit = watch
+        db.hooks.on_commit = watch
         db.call("schedule", "now", 0, False, sender=ALICE)  # due at once: the loop must wake for it
         assert done.wait(timeout=30), "the scheduler did not wake up for the earlier row"
         assert [f.label for f in fired(db)] == ["now"]
-        db._core.on_commit = original
+        db.hooks.on_commit = original
     finally:
         sched.stop()
 
 
 def test_commits_report_the_earliest_row_they_armed_and_deletions_none(db: Database, clock: ManualClock) -> None:
     seen: list[int] = []
-    db._core.on_schedule_change = seen.append
+    db.hooks.on_schedule_change = seen.append
     a = db.call("schedule", "later", 60, False, sender=ALICE)
     db.call("cancel", a, sender=ALICE)  # only removes a row: nothing to wake for
     with pytest.raises(SenderError):

@@ -66,7 +66,7 @@ def db(make_db: Callable[..., Database]) -> Database:
 def _commits(db: Database) -> list[list[CommitRecord]]:
     """The records of each commit from now on, one list per commit (one outer transaction)."""
     commits: list[list[CommitRecord]] = []
-    db._core.on_commit = commits.append
+    db.hooks.on_commit = commits.append
     return commits
 
 
@@ -161,7 +161,7 @@ def test_the_loop_fires_a_backlog_at_several_instants_in_one_pass(db: Database, 
         commits.append(records)
         done.set()
 
-    db._core.on_commit = watch
+    db.hooks.on_commit = watch
     sched = Scheduler(db).start()
     try:
         assert done.wait(30), "the scheduler did not fire the backlog"
