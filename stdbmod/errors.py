@@ -1,8 +1,11 @@
 """One error tree for the whole of stdbmod.
 
 Every error stdbmod raises is a `StdbError`. Each class also subclasses the builtin it is closest
-to (as msgspec's `DecodeError` is a `ValueError`) and carries the HTTP status a front end maps it
-to, so the HTTP layer and the CLI need a single handler each.
+to (as msgspec's `DecodeError` is a `ValueError`) and carries the HTTP status it answers with
+(`status_code`): that is the one error-to-status mapping, so the HTTP layer needs a single
+handler (http/errors.py) and the CLI a single translation (exit 1 for a reducer's refusal or
+crash, 2 for the rest). One rule sits on top, at SpacetimeDB's own call route
+(`POST /v1/database/{db}/call/{reducer}`): a reducer's refusal or crash is its 530 there.
 """
 
 from __future__ import annotations
@@ -19,16 +22,17 @@ class StdbError(Exception):
 
 class SenderError(StdbError):
     """Raised by a reducer to refuse a call: the transaction rolls back and the caller sees the
-    message (SpacetimeDB's `SenderError` / `Err(String)`)."""
+    message (SpacetimeDB's `SenderError` / `Err(String)`). A bad request, unless a subclass says
+    otherwise."""
 
-    status_code = 530
+    status_code = 400
 
 
 class ReducerFailed(StdbError):
     """A reducer raised something other than `SenderError`: everything rolled back, the caller sees
     a generic message and the traceback went to the database log."""
 
-    status_code = 530
+    status_code = 500
     generic_message = "The instance encountered a fatal error."
 
     def __init__(self, reducer: str) -> None:
@@ -38,6 +42,8 @@ class ReducerFailed(StdbError):
 
 class ConstraintViolation(SenderError, ValueError):
     """A write broke a table constraint. A `SenderError`, so the caller sees which one."""
+
+    status_code = 409
 
 
 class UniqueConstraintViolation(ConstraintViolation):

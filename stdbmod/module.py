@@ -66,13 +66,17 @@ class Module:
     @overload
     def reducer(self, func: F) -> F: ...
     @overload
-    def reducer(self, *, name: str | None = None) -> Callable[[F], F]: ...
+    def reducer(self, *, name: str | None = None, spread: bool = False) -> Callable[[F], F]: ...
 
-    def reducer(self, func: F | None = None, *, name: str | None = None) -> Any:
-        """Declare a client-callable reducer (or the target of a schedule table)."""
+    def reducer(self, func: F | None = None, *, name: str | None = None, spread: bool = False) -> Any:
+        """Declare a client-callable reducer (or the target of a schedule table).
+
+        `spread=True`: the function takes one Struct after the context, and the reducer's
+        parameters are that Struct's fields, in order, with its defaults. Callers pass the
+        fields as arguments (a JSON array over HTTP and the CLI), or from Python one instance."""
 
         def register(f: F) -> F:
-            self._add_reducer(build_reducer(f, "reducer", name, self._localns()))
+            self._add_reducer(build_reducer(f, "reducer", name, self._localns(), spread=spread))
             return f
 
         return register(func) if func is not None else register

@@ -232,6 +232,9 @@ class ReducerDef:
     func: Callable[..., Any]
     kind: ReducerKind
     params: list[tuple[str, Any, Any]]
+    # `spread`: the function takes one instance of this Struct, whose fields are the reducer's
+    # parameters (`Module.reducer(spread=True)`)
+    spread: type[msgspec.Struct] | None = None
     args_type: type[msgspec.Struct] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -242,6 +245,8 @@ class ReducerDef:
             self.msgpack_decoder = codec.msgpack_decoder(self.args_type)
         except TypeError as e:
             raise SchemaError(f"reducer {self.name}: {e}") from None
+        # What the runtime calls with (ctx, *arguments in parameter order).
+        self.call: Callable[..., Any] = self.func if self.spread is None else _spreading(self.func, self.spread)
 
     @property
     def client_callable(self) -> bool:
@@ -255,11 +260,30 @@ class ReducerDef:
         }
 
 
+def _spreading(func: Callable[..., Any], struct: type[msgspec.Struct]) -> Callable[..., Any]:
+    def call(ctx: Any, *args: Any) -> Any:
+        return func(ctx, struct(*args))
+
+    return call
+
+
+def _resolve(annotation: Any, globalns: dict[str, Any], localns: dict[str, Any]) -> Any:
+    """One parameter's annotation as a type. Only the parameters' are resolved: the context's
+    and the return's may name what is imported for type checkers only."""
+
+    def holder() -> None:  # get_type_hints reads a function's __annotations__
+        pass
+
+    holder.__annotations__ = {"hint": annotation}
+    return typing.get_type_hints(holder, globalns, localns, include_extras=True)["hint"]
+
+
 def build_reducer(
-    func: Callable[..., Any], kind: ReducerKind, name: str | None = None, localns: dict[str, Any] | None = None
+    func: Callable[..., Any], kind: ReducerKind, name: str | None = None, localns: dict[str, Any] | None = None, *, spread: bool = False
 ) -> ReducerDef:
     """`localns` resolves annotations naming the module's row types (tables declared inside a
-    function are not in the reducer's globals)."""
+    function are not in the reducer's globals). With `spread`, the function's one parameter
+    after the context is a Struct, and the reducer's parameters are that Struct's fields."""
     rname = name or func.__name__
     sig = inspect.signature(func)
     params = list(sig.parameters.values())
@@ -273,10 +297,19 @@ def build_reducer(
         if p.annotation is inspect.Parameter.empty:
             raise SchemaError(f"reducer {rname}: parameter {p.name} needs a type annotation")
         try:
-            hint = eval(p.annotation, globalns, localns or {}) if isinstance(p.annotation, str) else p.annotation
+            hint = _resolve(p.annotation, globalns, localns or {})
         except NameError as e:
             raise SchemaError(f"reducer {rname}: cannot resolve the type of {p.name} ({e})") from None
         out.append((p.name, hint, p.default))
     if kind in LIFECYCLE and out:
         raise SchemaError(f"lifecycle reducer {rname} takes only the context")
-    return ReducerDef(rname, func, kind, out)
+    if not spread:
+        return ReducerDef(rname, func, kind, out)
+    struct = out[0][1] if len(out) == 1 else None
+    if not (isinstance(struct, type) and issubclass(struct, msgspec.Struct)):
+        raise SchemaError(f"reducer {rname}: spread=True needs one parameter after the context, a msgspec.Struct")
+    fields = [
+        (f.name, f.type, inspect.Parameter.empty if f.required else (f.default if f.default is not msgspec.NODEFAULT else msgspec.field(default_factory=f.default_factory)))
+        for f in msgspec.structs.fields(struct)
+    ]
+    return ReducerDef(rname, func, kind, fields, spread=struct)

@@ -1,9 +1,10 @@
 """Errors as HTTP answers: every failure is JSON ``{"error": "..."}`` with a fitting status.
 
-One mapping for the whole app: a `StdbError` answers with its `status_code` (so a reducer's
-`SenderError` is SpacetimeDB's 530 on the `/v1/.../call` route), an `HttpError` with its own,
-Starlette's routing errors (404, 405) keep theirs, and anything else is a 500 whose details go to
-the server log only. The job routes translate reducer errors first (`job_status`).
+One mapping for the whole app: a `StdbError` answers with its own `status_code` (errors.py, and
+the retry module's errors: 403, 404, 409...), an `HttpError` with its own, Starlette's routing
+errors (404, 405) keep theirs, and anything else is a 500 whose details go to the server log
+only. The one rule on top is SpacetimeDB's call route's 530 for a reducer's refusal or crash
+(routes_v1.py).
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import ConstraintViolation, ReducerFailed, SenderError, StdbError
+from ..errors import ReducerFailed, SenderError, StdbError
 from ..local.tokens import InvalidToken
 from .render import json_response
 
 log = logging.getLogger("stdbmod.http")
 
 
-class HttpError(Exception):
+class HttpError(StdbError):
     """A request the server refuses, with the status and message to answer."""
 
     def __init__(self, status_code: int, message: str) -> None:
@@ -33,19 +34,6 @@ class HttpError(Exception):
 
 def error_response(status_code: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
     return json_response({"error": message}, status_code, headers=headers)
-
-
-def job_status(e: StdbError) -> int:
-    """The job routes' status for a reducer error: the retry errors carry their own (403, 404,
-    409, 400); a broken constraint is a conflict; any other refusal is a bad request; a reducer
-    that crashed is the server's fault."""
-    if isinstance(e, ReducerFailed):
-        return 500
-    if e.status_code != SenderError.status_code:
-        return e.status_code
-    if isinstance(e, ConstraintViolation):
-        return 409
-    return 400
 
 
 async def on_http_error(request: Request, exc: Exception) -> Response:

@@ -3,31 +3,31 @@
 
 Writes are reducer calls (`ServerContext.call`: the writer, group commit); reads use
 `stdbmod.retry.queries`, short read transactions that never wait for the writer. The roles are
-checked by the module itself, inside the transaction; this layer only authenticates.
+checked by the module itself, inside the transaction; this layer only authenticates. A task to
+add travels as the module's `NewTask` from the body to the reducer. An error a reducer or a read
+raises answers with its own status (the app's one mapping, errors.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
+import msgspec
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import StdbError
 from ..retry import Completion, NewTask, queries
 from ..types import Identity, Timestamp
 from . import inputs, render, wire
 from .context import ServerContext
-from .errors import HttpError, job_status
+from .errors import HttpError
 from .render import json_response
 from .routing import Endpoint
 
 PREFIX = "/api:job-retry"
 MAX_ID = 2**63 - 1
-
-T = TypeVar("T")
 
 
 def _job_id(request: Request) -> int:
@@ -49,18 +49,14 @@ def _run_after(value: int | str | None) -> Timestamp | None:
         raise HttpError(400, f"invalid run_after: {e}") from None
 
 
+def _new_task(b: wire.EnqueueBody) -> NewTask:
+    fields = msgspec.structs.asdict(b)
+    fields["run_after"] = _run_after(b.run_after)
+    return NewTask(**fields)
+
+
 async def _write(ctx: ServerContext, reducer: str, *args: Any, sender: Identity) -> Any:
-    try:
-        return await ctx.call(ctx.db, reducer, *args, sender=sender)
-    except StdbError as e:
-        raise HttpError(job_status(e), str(e)) from None
-
-
-async def _read(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    try:
-        return await run_in_threadpool(fn, *args, **kwargs)
-    except StdbError as e:
-        raise HttpError(job_status(e), str(e)) from None
+    return await ctx.call(ctx.db, reducer, *args, sender=sender)
 
 
 # --- seed 000 -------------------------------------------------------------------------------------
@@ -69,17 +65,14 @@ async def _read(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 async def enqueue(ctx: ServerContext, request: Request) -> Response:
     caller = ctx.caller(request)
     b = await inputs.body(request, wire.EnqueueBody, ctx.body_limit)
-    task = await _write(
-        ctx, "enqueue", b.job_type, b.queue, b.payload, b.max_attempts, b.backoff_seconds, _run_after(b.run_after), b.priority,
-        b.idempotency_key, sender=caller,
-    )
+    task = await _write(ctx, "enqueue", _new_task(b), sender=caller)
     return json_response(render.job(task))
 
 
 async def list_jobs(ctx: ServerContext, request: Request) -> Response:
     caller = ctx.caller(request)
     q = inputs.query(request, wire.ListQuery)
-    page = await _read(
+    page = await run_in_threadpool(
         queries.list_tasks, ctx.db, caller, status=q.status, queue=q.queue, job_type=q.job_type, page=q.page, per_page=q.per_page
     )
     return json_response(render.page(page))
@@ -87,7 +80,7 @@ async def list_jobs(ctx: ServerContext, request: Request) -> Response:
 
 async def get_job(ctx: ServerContext, request: Request) -> Response:
     caller = ctx.caller(request)
-    task = await _read(queries.get_task, ctx.db, caller, _job_id(request))
+    task = await run_in_threadpool(queries.get_task, ctx.db, caller, _job_id(request))
     return json_response(render.job(task))
 
 
@@ -104,11 +97,7 @@ async def claim(ctx: ServerContext, request: Request) -> Response:
 async def enqueue_many(ctx: ServerContext, request: Request) -> Response:
     caller = ctx.caller(request)
     b = await inputs.body(request, wire.EnqueueManyBody, ctx.body_limit)
-    specs = [
-        NewTask(j.job_type, j.queue, j.payload, j.max_attempts, j.backoff_seconds, _run_after(j.run_after), j.priority, j.idempotency_key)
-        for j in b.jobs
-    ]
-    tasks = await _write(ctx, "enqueue_many", specs, sender=caller)
+    tasks = await _write(ctx, "enqueue_many", [_new_task(j) for j in b.jobs], sender=caller)
     return json_response(wire.Jobs([render.job(t) for t in tasks]))
 
 
@@ -149,7 +138,7 @@ fail = _job_action("fail", wire.FailBody, "error", "attempt")
 async def dead_letter(ctx: ServerContext, request: Request) -> Response:
     caller = ctx.caller(request)
     q = inputs.query(request, wire.DlqQuery)
-    page = await _read(queries.dead_letter, ctx.db, caller, queue=q.queue, page=q.page, per_page=q.per_page)
+    page = await run_in_threadpool(queries.dead_letter, ctx.db, caller, queue=q.queue, page=q.page, per_page=q.per_page)
     return json_response(render.page(page))
 
 
@@ -173,7 +162,7 @@ async def delete_dead(ctx: ServerContext, request: Request) -> Response:
 async def history(ctx: ServerContext, request: Request) -> Response:
     caller = ctx.caller(request)
     q = inputs.query(request, wire.HistoryQuery)
-    rows = await _read(queries.history, ctx.db, caller, limit=q.limit)
+    rows = await run_in_threadpool(queries.history, ctx.db, caller, limit=q.limit)
     return json_response(wire.History(items=[render.attempt(r) for r in rows]))
 
 

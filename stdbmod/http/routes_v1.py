@@ -8,7 +8,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import SenderError
+from ..errors import ReducerFailed, SenderError
 from ..types import Identity
 from . import inputs, wire
 from .context import ServerContext
@@ -53,7 +53,7 @@ async def call_reducer(ctx: ServerContext, request: Request) -> Response:
     raw = await inputs.read_body(request, ctx.body_limit)
     try:
         result = await ctx.call_json(db, name, raw or b"[]", sender=caller)
-    except SenderError as e:  # every refusal is SpacetimeDB's 530, whatever status it carries elsewhere
+    except (SenderError, ReducerFailed) as e:  # SpacetimeDB's 530, whatever status they carry elsewhere
         raise HttpError(530, str(e)) from None
     return json_response(result)
 

@@ -14,26 +14,30 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-Name = Annotated[str, Meta(min_length=1, max_length=200, pattern="^[^\\x00]*$")]
-Text = Annotated[str, Meta(max_length=10_000)]
+from ..retry import limits
+
+Name = Annotated[str, Meta(min_length=1, max_length=limits.MAX_NAME_CHARS, pattern="^[^\\x00]*$")]
+Text = Annotated[str, Meta(max_length=limits.MAX_REPORT_CHARS)]
 EpochMillis = Annotated[int, Meta(ge=0, le=253_402_300_799_999, description="milliseconds since the Unix epoch")]
-Seconds = Annotated[int, Meta(ge=1, le=30 * 86_400)]
+Seconds = Annotated[int, Meta(ge=1, le=limits.MAX_LEASE_SECONDS)]
 FreeJson = Annotated[Any, Meta(description="any JSON; its integers must fit 64 bits (-2**63 to 2**64-1), what MessagePack stores: a larger one is a 400")]
 Status = Literal["queued", "running", "completed", "dead"]
 DeadReason = Literal["exhausted", "gave_up", "cancelled"]
-MAX_PER_PAGE = 200
 
 # --- job routes: request bodies ------------------------------------------------------------------
 
 
 class EnqueueBody(msgspec.Struct, forbid_unknown_fields=True):
+    """The retry module's `NewTask` as JSON: the same fields in the same order (a test holds
+    them in step), with the limits' bounds, and `run_after` as epoch milliseconds or RFC 3339."""
+
     job_type: Name
     queue: Name | None = None
     payload: FreeJson = None
-    max_attempts: Annotated[int, Meta(ge=1, le=1000)] | None = None
-    backoff_seconds: Annotated[int, Meta(ge=0, le=30 * 86_400)] | None = None
+    max_attempts: Annotated[int, Meta(ge=1, le=limits.MAX_ATTEMPTS_LIMIT)] | None = None
+    backoff_seconds: Annotated[int, Meta(ge=0, le=limits.MAX_BACKOFF_SECONDS)] | None = None
     run_after: EpochMillis | Annotated[str, Meta(max_length=64, description="RFC 3339 time", extra_json_schema={"format": "date-time"})] | None = None
-    priority: Annotated[int, Meta(ge=-(2**31 - 1), le=2**31 - 1)] = 0
+    priority: Annotated[int, Meta(ge=-limits.PRIORITY_LIMIT, le=limits.PRIORITY_LIMIT)] = 0
     idempotency_key: Name | None = None
 
 
@@ -43,7 +47,7 @@ class ClaimBody(msgspec.Struct, forbid_unknown_fields=True):
     lease_seconds: Seconds | None = None
 
 
-Attempt = Annotated[int, Meta(ge=1, le=1000, description="the claim this report is for (the claimed job's `attempts`): fences a stale process that shares the identity")]
+Attempt = Annotated[int, Meta(ge=1, le=limits.MAX_ATTEMPTS_LIMIT, description="the claim this report is for (the claimed job's `attempts`): fences a stale process that shares the identity")]
 
 
 class CompleteBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -51,15 +55,13 @@ class CompleteBody(msgspec.Struct, forbid_unknown_fields=True):
     attempt: Attempt | None = None
 
 
-MAX_BATCH = 1000  # the retry module's limit per batch call
-
 
 class EnqueueManyBody(msgspec.Struct, forbid_unknown_fields=True):
-    jobs: Annotated[list[EnqueueBody], Meta(min_length=1, max_length=MAX_BATCH)]
+    jobs: Annotated[list[EnqueueBody], Meta(min_length=1, max_length=limits.MAX_BATCH)]
 
 
 class ClaimManyBody(msgspec.Struct, forbid_unknown_fields=True):
-    limit: Annotated[int, Meta(ge=1, le=MAX_BATCH)]
+    limit: Annotated[int, Meta(ge=1, le=limits.MAX_BATCH)]
     queue: Name | None = None
     worker_id: Name | None = None
     lease_seconds: Seconds | None = None
@@ -72,7 +74,7 @@ class CompleteItem(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class CompleteManyBody(msgspec.Struct, forbid_unknown_fields=True):
-    jobs: Annotated[list[CompleteItem], Meta(min_length=1, max_length=MAX_BATCH)]
+    jobs: Annotated[list[CompleteItem], Meta(min_length=1, max_length=limits.MAX_BATCH)]
 
 
 class FailBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -95,8 +97,8 @@ class NoBody(msgspec.Struct, forbid_unknown_fields=True):
 
 # --- job routes: query strings -------------------------------------------------------------------
 
-Page = Annotated[int, Meta(ge=1, le=1_000_000)]
-PerPage = Annotated[int, Meta(ge=1, le=MAX_PER_PAGE)]
+Page = Annotated[int, Meta(ge=1, le=limits.MAX_PAGE)]
+PerPage = Annotated[int, Meta(ge=1, le=limits.MAX_PER_PAGE)]
 
 
 class ListQuery(msgspec.Struct):
@@ -114,7 +116,7 @@ class DlqQuery(msgspec.Struct):
 
 
 class HistoryQuery(msgspec.Struct):
-    limit: Annotated[int, Meta(ge=1, le=1000)] = 100
+    limit: Annotated[int, Meta(ge=1, le=limits.MAX_HISTORY_READ)] = 100
 
 
 # --- job routes: responses -----------------------------------------------------------------------

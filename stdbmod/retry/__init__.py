@@ -6,8 +6,10 @@ An ordinary module on the runtime's public API: publish `create_retry_module().m
 it in your own module. See docs/retry.md.
 """
 
+import threading
+from typing import Any
+
 from . import queries
-from .batch_reducers import Completion, NewTask
 from .errors import GiveUp, InvalidArgument, InvalidTransition, NotAuthorized, RetryableError, StaleLease, TaskNotFound
 from .handlers import Handler, HandlerContext
 from .limits import backoff_delay
@@ -16,9 +18,11 @@ from .retry_module import RetryModule, create_retry_module, enqueue_in
 from .tables import (
     Attempt,
     AttemptTimer,
+    Completion,
     DeadReason,
     LeaseSweep,
     LeaseTimer,
+    NewTask,
     Outcome,
     RetryAdmin,
     RetrySettings,
@@ -27,10 +31,21 @@ from .tables import (
     TaskStatus,
 )
 
-default_retry = create_retry_module()
-"""The built-in instance `stdbmod serve` / `stdbmod publish` use when no module is given: no
-handlers, so every task waits for external workers."""
-default_module = default_retry.module
+_default: RetryModule | None = None
+_default_lock = threading.Lock()
+
+
+def __getattr__(name: str) -> Any:
+    """`default_retry` (and its `default_module`): the built-in instance `stdbmod serve` and
+    `stdbmod publish` use when no module is given: no handlers, so every task waits for external
+    workers. Made on first use, not when the package is imported."""
+    global _default
+    if name not in ("default_retry", "default_module"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    with _default_lock:
+        if _default is None:
+            _default = create_retry_module()
+    return _default if name == "default_retry" else _default.module
 
 __all__ = [
     "RetryModule",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -78,7 +78,7 @@ class HandlerContext:
 Handler = Callable[[HandlerContext, Any], Any]
 
 
-def run_handler_attempt(ctx: ReducerContext, handlers: dict[str, Handler], timer: AttemptTimer) -> None:
+def run_handler_attempt(ctx: ReducerContext, handlers: Mapping[str, Handler], timer: AttemptTimer) -> None:
     """The body of the `run_attempt` scheduled reducer."""
     ctx.require_scheduler()
     # Delete the firing row ourselves: a retry inserts a fresh timer row, which the runtime's

@@ -1,10 +1,14 @@
-"""Defaults, bounds and argument checks shared by the reducers and the reads.
+"""Defaults, bounds and argument checks: the one source of the retry module's limits, for its
+reducers and reads, the HTTP routes (their bodies and query strings, and what /openapi.json
+says) and the CLI's options.
 
 Names that end up in index keys (job type, queue, idempotency key) are bounded well under LMDB's
 511-byte key limit, so a long one gets a clear InvalidArgument instead of a storage error.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sized
 
 import msgspec
 
@@ -23,8 +27,12 @@ MAX_RETRY_DELAY_SECONDS = 30 * 86_400  # the doubling stops growing here (see ba
 PRIORITY_LIMIT = 2**31 - 1
 MAX_LEASE_SECONDS = 30 * 86_400
 MAX_HISTORY_CAP = 10_000_000
-MAX_PER_PAGE = 500
+MAX_BATCH = 1000  # items per batch call (enqueue_many, claim_many, complete_many): bounds one transaction
+MAX_PAGE = 1_000_000
+MAX_PER_PAGE = 200  # tasks per page of a list (HTTP, CLI and Python alike)
+MAX_HISTORY_READ = 1000  # attempt rows one HTTP request or CLI command reads (Python: up to the cap)
 MAX_ERROR_CHARS = 16_000  # longer errors (tracebacks) are stored cut, with a marker
+MAX_REPORT_CHARS = 10_000  # the longest error or cancel reason an HTTP request may carry
 
 
 def backoff_delay(backoff_seconds: int, failures: int) -> TimeDuration:
@@ -55,8 +63,15 @@ def check_int(what: str, value: int, lo: int, hi: int) -> int:
 
 
 def check_page(page: int, per_page: int) -> None:
-    check_int("page", page, 1, 2**31)
+    check_int("page", page, 1, MAX_PAGE)
     check_int("per_page", per_page, 1, MAX_PER_PAGE)
+
+
+def check_batch(what: str, items: Sized) -> None:
+    if not items:
+        raise InvalidArgument(f"{what}: give at least one item")
+    if len(items) > MAX_BATCH:
+        raise InvalidArgument(f"{what}: {len(items)} items; the limit is {MAX_BATCH} per call")
 
 
 def clip_error(text: str) -> str:

@@ -1,4 +1,5 @@
-"""The retry module's rows. `declare_tables` adds them to a fresh `Module`.
+"""The retry module's rows, and the two Structs its reducers take (`NewTask`, `Completion`).
+`declare_tables` adds the tables to a fresh `Module`.
 
 One `task` table holds every task, whoever runs it (an in-module handler or an external worker):
 one state machine for both seeds. Two schedule tables carry the timers: `attempt_timer` (the next
@@ -135,6 +136,33 @@ class LeaseTimer(msgspec.Struct):
     scheduled_at: ScheduleAt
     task_id: Annotated[int, Unique()]
     attempt: int
+
+
+# --- what the reducers take ------------------------------------------------------------------------
+
+
+class NewTask(msgspec.Struct, forbid_unknown_fields=True):
+    """A task to add: the enqueue options, spelled here once. `enqueue` and `submit` take these
+    fields as their arguments (in this order, with these defaults), `enqueue_many` a list of
+    them, `enqueue_in` them as keywords; the HTTP routes build one from the request body. None
+    means the default (limits.py): queue "default", 5 attempts, 30 s backoff, due now."""
+
+    job_type: str
+    queue: str | None = None
+    payload: Any = None
+    max_attempts: int | None = None
+    backoff_seconds: int | None = None
+    run_after: Timestamp | None = None
+    priority: int = 0
+    idempotency_key: str | None = None
+
+
+class Completion(msgspec.Struct, forbid_unknown_fields=True):
+    """One task of `complete_many`: `complete`'s arguments."""
+
+    task_id: int
+    result: Any = None
+    attempt: int | None = None
 
 
 def declare_tables(mod: Module) -> None:

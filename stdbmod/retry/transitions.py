@@ -31,51 +31,31 @@ from .limits import (
     clip_error,
     unstorable,
 )
-from .tables import Attempt, AttemptTimer, DeadReason, LeaseSweep, Outcome, Task, TaskStatus, settings_of
+from .tables import Attempt, AttemptTimer, DeadReason, LeaseSweep, NewTask, Outcome, Task, TaskStatus, settings_of
 
 Handlers = Mapping[str, Callable[..., Any]]
 _replace = msgspec.structs.replace
 
 
-class TaskSpec(msgspec.Struct, frozen=True):
-    """Validated enqueue options."""
-
-    job_type: str
-    queue: str
-    payload: Any
-    max_attempts: int
-    backoff_seconds: int
-    run_after: Timestamp | None
-    priority: int
-    idempotency_key: str | None
-
-
-def task_spec(
-    job_type: str,
-    queue: str | None = None,
-    payload: Any = None,
-    max_attempts: int | None = None,
-    backoff_seconds: int | None = None,
-    run_after: Timestamp | None = None,
-    priority: int = 0,
-    idempotency_key: str | None = None,
-) -> TaskSpec:
-    why = unstorable(payload)
+def checked(task: NewTask) -> NewTask:
+    """`task` with every option checked and the defaults filled in; InvalidArgument names the
+    first bad one."""
+    why = unstorable(task.payload)
     if why is not None:
         raise InvalidArgument(f"payload cannot be stored: {why}")
-    if run_after is not None and not isinstance(run_after, Timestamp):
+    if task.run_after is not None and not isinstance(task.run_after, Timestamp):
         raise InvalidArgument("run_after must be a Timestamp")
-    return TaskSpec(
-        job_type=check_name("job_type", job_type),
-        queue=check_name("queue", DEFAULT_QUEUE if queue is None else queue),
-        payload=payload,
-        max_attempts=check_int("max_attempts", DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts, 1, MAX_ATTEMPTS_LIMIT),
-        backoff_seconds=check_int(
-            "backoff_seconds", DEFAULT_BACKOFF_SECONDS if backoff_seconds is None else backoff_seconds, 0, MAX_BACKOFF_SECONDS
-        ),
-        run_after=run_after,
-        priority=check_int("priority", priority, -PRIORITY_LIMIT, PRIORITY_LIMIT),
-        idempotency_key=None if idempotency_key is None else check_name("idempotency_key", idempotency_key),
+    max_attempts = DEFAULT_MAX_ATTEMPTS if task.max_attempts is None else task.max_attempts
+    backoff = DEFAULT_BACKOFF_SECONDS if task.backoff_seconds is None else task.backoff_seconds
+    return NewTask(
+        job_type=check_name("job_type", task.job_type),
+        queue=check_name("queue", DEFAULT_QUEUE if task.queue is None else task.queue),
+        payload=task.payload,
+        max_attempts=check_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS_LIMIT),
+        backoff_seconds=check_int("backoff_seconds", backoff, 0, MAX_BACKOFF_SECONDS),
+        run_after=task.run_after,
+        priority=check_int("priority", task.priority, -PRIORITY_LIMIT, PRIORITY_LIMIT),
+        idempotency_key=None if task.idempotency_key is None else check_name("idempotency_key", task.idempotency_key),
     )
 
 
@@ -134,12 +114,15 @@ def reap(ctx: ReducerContext, handlers: Handlers, task: Task) -> None:
 # --- creating ----------------------------------------------------------------------------------------
 
 
-def create_task(ctx: ReducerContext, handlers: Handlers, spec: TaskSpec) -> Task:
-    """Insert a queued task (or return the one already holding its idempotency key). A job type
-    with a handler gets its first attempt scheduled at run_after: at once, by default."""
+def create_task(ctx: ReducerContext, handlers: Handlers, spec: NewTask) -> Task:
+    """Insert a queued task from a `checked` spec (or return the one already holding its
+    idempotency key). A job type with a handler gets its first attempt scheduled at run_after:
+    at once, by default."""
     if spec.idempotency_key is not None:
         for existing in ctx.db.task.idempotency_key.filter(spec.idempotency_key):
             return existing  # type: ignore[no-any-return]
+    queue, max_attempts, backoff = spec.queue, spec.max_attempts, spec.backoff_seconds
+    assert queue is not None and max_attempts is not None and backoff is not None  # checked() filled them in
     now = ctx.timestamp
     in_module = spec.job_type in handlers
     task: Task = ctx.db.task.insert(
@@ -147,14 +130,14 @@ def create_task(ctx: ReducerContext, handlers: Handlers, spec: TaskSpec) -> Task
             id=0,
             created_at=now,
             updated_at=now,
-            queue=spec.queue,
+            queue=queue,
             job_type=spec.job_type,
             payload=spec.payload,
             status=TaskStatus.QUEUED,
             dead_reason=None,
             attempts=0,
-            max_attempts=spec.max_attempts,
-            backoff_seconds=spec.backoff_seconds,
+            max_attempts=max_attempts,
+            backoff_seconds=backoff,
             priority=spec.priority,
             neg_priority=-spec.priority,
             in_module=in_module,

@@ -250,6 +250,8 @@ class Database:
 
     def _job(self, name: str, args: tuple[Any, ...], sender: Identity, connection_id: ConnectionId | None, decoded: Any = None) -> CallJob:
         r = self.reducer(name)
+        if r.spread is not None and len(args) == 1 and type(args[0]) is r.spread:
+            args = msgspec.structs.astuple(args[0])  # one instance of a spread reducer's Struct
         if decoded is None:
             try:
                 decoded = codec.convert(list(args), r.args_type)

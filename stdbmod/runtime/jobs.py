@@ -54,7 +54,7 @@ class CallJob(Job):
 
     def run(self, contexts: ContextFactory, tx: Transaction) -> Any:
         assert self.reducer_def is not None
-        return self.reducer_def.func(self.context_of(contexts, tx), *self.args)
+        return self.reducer_def.call(self.context_of(contexts, tx), *self.args)
 
 
 @dataclass

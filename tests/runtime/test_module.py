@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import pytest
 
-from stdbmod import Index, Module, PrimaryKey, ReducerContext, ScheduleAt, Unique
-from stdbmod.errors import SchemaError
+from stdbmod import Database, Index, Module, PrimaryKey, ReducerContext, ScheduleAt, Timestamp, Unique
+from stdbmod.errors import ArgumentError, SchemaError
+from stdbmod.runtime import reexecute
+from tests.conftest import OWNER
 
 
 def test_table_name_is_snake_case_and_describe_lists_constraints() -> None:
@@ -144,3 +147,72 @@ def test_include_merges_tables_reducers_and_init_hooks() -> None:
     assert "thing" in app.tables
     assert [r.name for r in app.lifecycle["init"]] == ["app_init", "lib_init"]
     assert app.table_for(Thing).name == "thing"
+
+
+class Post(msgspec.Struct):
+    room: str
+    text: str = ""
+    pinned: bool = False
+
+
+def test_a_spread_reducer_takes_its_structs_fields_as_arguments(tmp_path: Path) -> None:
+    m = Module("spread")
+
+    @m.table
+    class Seen(msgspec.Struct):
+        id: Annotated[int, PrimaryKey(auto_inc=True)]
+        post: Post
+
+    @m.reducer(spread=True)
+    def post(ctx: ReducerContext, p: Post) -> Post:
+        assert type(p) is Post
+        ctx.db.seen.insert(Seen(0, p))
+        return p
+
+    params = m.reducers["post"].describe()["params"]
+    assert [(p["name"], p["type"], p["required"]) for p in params] == [("room", "str", True), ("text", "str", False), ("pinned", "bool", False)]
+    with Database.create(tmp_path / "db", m, owner=OWNER, durable=False) as db:
+        assert db.call("post", "general", sender=OWNER) == Post("general")
+        assert db.call("post", Post("news", "hi", True), sender=OWNER) == Post("news", "hi", True)  # one instance, from Python
+        assert db.call_json("post", b'["x", "y"]', sender=OWNER) == Post("x", "y")
+        with pytest.raises(ArgumentError):
+            db.call("post", sender=OWNER)  # `room` is required
+        with pytest.raises(ArgumentError):
+            db.call("post", Post(1, "typed wrong"), sender=OWNER)  # type: ignore[arg-type]  # an instance is validated too
+        copy = Database.create(tmp_path / "copy", m, owner=OWNER, run_init=False, durable=False)
+        with copy:
+            reexecute(copy, db.commit_log()[1:])  # the log stores the fields, as for any reducer
+            assert copy.state_hash() == db.state_hash()
+
+
+def test_spread_needs_one_struct_parameter() -> None:
+    m = Module("m")
+    with pytest.raises(SchemaError, match="spread=True needs one parameter"):
+
+        @m.reducer(spread=True)
+        def f(ctx: ReducerContext, a: int) -> None: ...
+
+    with pytest.raises(SchemaError, match="spread=True needs one parameter"):
+
+        @m.reducer(spread=True)
+        def g(ctx: ReducerContext, a: Post, b: Post) -> None: ...
+
+
+if TYPE_CHECKING:
+    from tests.nowhere import OnlyForTypeCheckers
+
+
+def test_only_parameter_annotations_are_resolved() -> None:
+    """Parameter types come from typing.get_type_hints (string annotations too); the context's and
+    the return's annotations are never evaluated, so they may name what only type checkers see."""
+    m = Module("m")
+
+    @m.reducer
+    def f(ctx: OnlyForTypeCheckers, when: "Timestamp", note: "str | None" = None) -> OnlyForTypeCheckers:  # noqa: UP037
+        return None
+
+    assert [(n, t) for n, t, _ in m.reducers["f"].params] == [("when", Timestamp), ("note", str | None)]
+    with pytest.raises(SchemaError, match="cannot resolve the type of x"):
+
+        @m.reducer
+        def g(ctx: ReducerContext, x: "Missing") -> None: ...  # type: ignore[name-defined]  # noqa: F821

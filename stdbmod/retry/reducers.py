@@ -1,0 +1,285 @@
+"""Every reducer of the task-retry module, on one page.
+
+    lifecycle and scheduled   retry_init, run_attempt, sweep_leases, reap_lease
+    workers (or admins)       enqueue, claim, heartbeat, complete, fail (seed 000's routes)
+    batches                   enqueue_many, claim_many, complete_many
+    admins                    submit, requeue, delete_task, cancel, add_admin, remove_admin,
+                              grant_worker, revoke_worker, set_history_cap, set_default_lease
+
+Each checks its caller inside its transaction first (roles.py) and refuses with NotAuthorized,
+changing nothing; the state changes themselves are transitions.py's. `declare_reducers` adds
+them to one instance's module; they share that instance's handler registry (job type ->
+handler), which decides whether a queued task runs in the module or waits for a worker.
+
+The batch forms are what Oban's `insert_all`, River's `InsertMany` and a worker fetching
+several jobs per poll give their users: the per-call cost (role check, transaction, commit
+record, fsync) is paid once. Each task still goes through the transitions its one-at-a-time
+reducer uses, so a batch leaves exactly the rows the calls one by one would.
+`enqueue_many` and `complete_many` are all-or-nothing: one bad item fails the call, naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..module import Module
+from ..runtime import ReducerContext
+from ..types import Identity
+from . import transitions
+from .claim import next_claimable
+from .errors import InvalidArgument, InvalidTransition, StaleLease, TaskNotFound
+from .handlers import run_handler_attempt
+from .limits import MAX_BATCH, MAX_HISTORY_CAP, MAX_LEASE_SECONDS, check_batch, check_int, check_name
+from .roles import require_admin, require_worker
+from .tables import (
+    DEFAULT_HISTORY_CAP,
+    DEFAULT_LEASE_SECONDS,
+    AttemptTimer,
+    Completion,
+    LeaseSweep,
+    LeaseTimer,
+    NewTask,
+    Outcome,
+    RetryAdmin,
+    RetrySettings,
+    RetryWorker,
+    Task,
+    TaskStatus,
+    settings_of,
+)
+from .transitions import Handlers
+
+
+def find_task(ctx: ReducerContext, task_id: int) -> Task:
+    task: Task | None = ctx.db.task.id.find(task_id)
+    if task is None:
+        raise TaskNotFound(task_id)
+    return task
+
+
+def held_task(ctx: ReducerContext, task_id: int, action: str, attempt: int | None = None) -> Task:
+    """The running task `task_id`, if the caller holds its lease: the lease holder's identity,
+    and, when the worker says which claim it acts for (`attempt`, the claim's `attempts`), that
+    claim. The attempt fences processes that share one identity: a paused one's late report
+    names an attempt that is no longer current."""
+    task = find_task(ctx, task_id)
+    if task.status is not TaskStatus.RUNNING:
+        raise InvalidTransition(f"{action}: task {task_id} is {task.status.value}, not running")
+    if task.lease_holder != ctx.sender or (attempt is not None and attempt != task.attempts):
+        raise StaleLease(f"{action}: task {task_id} is leased to another claim (attempt {task.attempts}); yours is no longer current")
+    return task
+
+
+def lease_length(ctx: ReducerContext, lease_seconds: int | None) -> int:
+    if lease_seconds is None:
+        return settings_of(ctx.db).default_lease_seconds
+    return check_int("lease_seconds", lease_seconds, 1, MAX_LEASE_SECONDS)
+
+
+def _worker_id(ctx: ReducerContext, worker_id: str | None) -> str:
+    return ctx.sender.to_hex() if worker_id is None else check_name("worker_id", worker_id)
+
+
+def _save_settings(ctx: ReducerContext, **changes: Any) -> None:
+    current = ctx.db.retry_settings.id.find(0)
+    if current is None:  # the module was added to a database created without it
+        ctx.db.retry_settings.insert(msgspec.structs.replace(settings_of(ctx.db), **changes))
+    else:
+        ctx.db.retry_settings.id.update(msgspec.structs.replace(current, **changes))
+
+
+def declare_reducers(mod: Module, handlers: Handlers) -> None:
+    # --- lifecycle and scheduled ----------------------------------------------------------------
+
+    @mod.init
+    def retry_init(ctx: ReducerContext) -> None:
+        """The publisher becomes the first admin."""
+        ctx.db.retry_admin.insert(RetryAdmin(ctx.sender, ctx.timestamp, ctx.sender))
+        if ctx.db.retry_settings.id.find(0) is None:
+            ctx.db.retry_settings.insert(RetrySettings(0, DEFAULT_HISTORY_CAP, DEFAULT_LEASE_SECONDS))
+
+    @mod.reducer
+    def run_attempt(ctx: ReducerContext, timer: AttemptTimer) -> None:
+        """Scheduled: the next in-module attempt of a task."""
+        run_handler_attempt(ctx, handlers, timer)
+
+    @mod.reducer
+    def sweep_leases(ctx: ReducerContext, sweep: LeaseSweep) -> None:
+        """Scheduled at the earliest lease end: reap the claims whose lease has ended."""
+        ctx.require_scheduler()
+        transitions.sweep_leases(ctx, handlers)
+
+    @mod.reducer
+    def reap_lease(ctx: ReducerContext, timer: LeaseTimer) -> None:
+        """Legacy per-claim reaper (rows of databases made before the sweep)."""
+        ctx.require_scheduler()
+        task: Task | None = ctx.db.task.id.find(timer.task_id)
+        if task is None or task.status is not TaskStatus.RUNNING or task.attempts != timer.attempt:
+            return
+        if task.lease_expires_at is not None and task.lease_expires_at > ctx.timestamp:
+            return  # heartbeats now move the sweep, not this row: the lease is still good
+        transitions.reap(ctx, handlers, task)
+
+    # --- workers (the worker role, or an admin) ---------------------------------------------------
+
+    @mod.reducer(spread=True)
+    def enqueue(ctx: ReducerContext, task: NewTask) -> Task:
+        """Add a task (worker role or admin). The same idempotency key returns the first task."""
+        require_worker(ctx, "enqueue")
+        return transitions.create_task(ctx, handlers, transitions.checked(task))
+
+    @mod.reducer
+    def claim(ctx: ReducerContext, queue: str | None = None, worker_id: str | None = None, lease_seconds: int | None = None) -> Task | None:
+        """Atomically take the highest-priority, oldest ready task (of `queue`, or any), or None."""
+        require_worker(ctx, "claim")
+        if queue is not None:
+            check_name("queue", queue)
+        worker = _worker_id(ctx, worker_id)
+        lease = lease_length(ctx, lease_seconds)
+        task = next_claimable(ctx.db, queue, ctx.timestamp)
+        if task is None:
+            return None
+        return transitions.start_claim(ctx, task, worker, lease)
+
+    @mod.reducer
+    def heartbeat(ctx: ReducerContext, task_id: int, lease_seconds: int | None = None, attempt: int | None = None) -> Task:
+        """Extend the caller's lease on a running task to now + lease_seconds."""
+        require_worker(ctx, "heartbeat")
+        lease = lease_length(ctx, lease_seconds)
+        return transitions.extend_lease(ctx, held_task(ctx, task_id, "heartbeat", attempt), lease)
+
+    @mod.reducer
+    def complete(ctx: ReducerContext, task_id: int, result: Any = None, attempt: int | None = None) -> Task:
+        require_worker(ctx, "complete")
+        task = held_task(ctx, task_id, "complete", attempt)
+        return transitions.succeed(ctx, task, result, task.claimed_by or ctx.sender.to_hex())
+
+    @mod.reducer
+    def fail(ctx: ReducerContext, task_id: int, error: str, attempt: int | None = None) -> Task:
+        """A failed attempt: retried after backoff, or dead when it was the last one."""
+        require_worker(ctx, "fail")
+        task = held_task(ctx, task_id, "fail", attempt)
+        return transitions.fail(ctx, handlers, task, error, Outcome.FAILED, task.claimed_by or ctx.sender.to_hex())
+
+    # --- batches: many tasks in one transaction ---------------------------------------------------
+
+    @mod.reducer
+    def enqueue_many(ctx: ReducerContext, tasks: list[NewTask]) -> list[Task]:
+        """Add several tasks in one transaction (worker role or admin); all or none. An
+        idempotency key already used (earlier, or by an earlier item) returns that task."""
+        require_worker(ctx, "enqueue_many")
+        check_batch("enqueue_many", tasks)
+        specs = []
+        for i, t in enumerate(tasks):
+            try:
+                specs.append(transitions.checked(t))
+            except InvalidArgument as e:
+                raise InvalidArgument(f"enqueue_many: tasks[{i}]: {e}") from None
+        return [transitions.create_task(ctx, handlers, spec) for spec in specs]
+
+    @mod.reducer
+    def claim_many(
+        ctx: ReducerContext, limit: int, queue: str | None = None, worker_id: str | None = None, lease_seconds: int | None = None
+    ) -> list[Task]:
+        """Take up to `limit` ready tasks, in the order `claim` would take them one by one, each
+        with its own lease; fewer (or none) when fewer are ready."""
+        require_worker(ctx, "claim_many")
+        check_int("limit", limit, 1, MAX_BATCH)
+        if queue is not None:
+            check_name("queue", queue)
+        worker = _worker_id(ctx, worker_id)
+        lease = lease_length(ctx, lease_seconds)
+        claimed: list[Task] = []
+        while len(claimed) < limit:
+            task = next_claimable(ctx.db, queue, ctx.timestamp)
+            if task is None:
+                break
+            claimed.append(transitions.start_claim(ctx, task, worker, lease))
+        return claimed
+
+    @mod.reducer
+    def complete_many(ctx: ReducerContext, completions: list[Completion]) -> list[Task]:
+        """Complete several running tasks the caller holds; all or none (a task not running or
+        leased to another claim fails the call, naming it)."""
+        require_worker(ctx, "complete_many")
+        check_batch("complete_many", completions)
+        done: list[Task] = []
+        for c in completions:
+            task = held_task(ctx, c.task_id, "complete_many", c.attempt)
+            done.append(transitions.succeed(ctx, task, c.result, task.claimed_by or ctx.sender.to_hex()))
+        return done
+
+    # --- admins -----------------------------------------------------------------------------------
+
+    @mod.reducer(spread=True)
+    def submit(ctx: ReducerContext, task: NewTask) -> Task:
+        """Add a task directly (admin). A job type with a handler gets its first attempt now."""
+        require_admin(ctx, "submit")
+        return transitions.create_task(ctx, handlers, transitions.checked(task))
+
+    @mod.reducer
+    def requeue(ctx: ReducerContext, task_id: int) -> Task:
+        """A dead task back to queued, due now, attempts reset."""
+        require_admin(ctx, "requeue")
+        return transitions.requeue(ctx, handlers, find_task(ctx, task_id))
+
+    @mod.reducer
+    def delete_task(ctx: ReducerContext, task_id: int) -> None:
+        """Delete a dead task (its history rows stay)."""
+        require_admin(ctx, "delete_task")
+        transitions.delete(ctx, find_task(ctx, task_id))
+
+    @mod.reducer
+    def cancel(ctx: ReducerContext, task_id: int, reason: str | None = None) -> Task:
+        """A queued task to dead/cancelled; `reason` goes to last_error."""
+        require_admin(ctx, "cancel")
+        return transitions.cancel(ctx, find_task(ctx, task_id), reason)
+
+    @mod.reducer
+    def add_admin(ctx: ReducerContext, identity: Identity) -> None:
+        require_admin(ctx, "add_admin")
+        if ctx.db.retry_admin.identity.find(identity) is None:
+            ctx.db.retry_admin.insert(RetryAdmin(identity, ctx.timestamp, ctx.sender))
+
+    @mod.reducer
+    def remove_admin(ctx: ReducerContext, identity: Identity) -> None:
+        """Remove an admin (yourself included), but never the last one."""
+        require_admin(ctx, "remove_admin")
+        row = ctx.db.retry_admin.identity.find(identity)
+        if row is None:
+            raise InvalidArgument(f"{identity} is not an admin")
+        if ctx.db.retry_admin.count() <= 1:
+            raise InvalidTransition("the last admin cannot be removed; add another admin first")
+        ctx.db.retry_admin.delete(row)
+
+    @mod.reducer
+    def grant_worker(ctx: ReducerContext, identity: Identity) -> None:
+        require_admin(ctx, "grant_worker")
+        if ctx.db.retry_worker.identity.find(identity) is None:
+            ctx.db.retry_worker.insert(RetryWorker(identity, ctx.timestamp, ctx.sender))
+
+    @mod.reducer
+    def revoke_worker(ctx: ReducerContext, identity: Identity) -> None:
+        """Take the worker role away. Leases it holds run out and the reaper requeues them."""
+        require_admin(ctx, "revoke_worker")
+        row = ctx.db.retry_worker.identity.find(identity)
+        if row is None:
+            raise InvalidArgument(f"{identity} does not have the worker role")
+        ctx.db.retry_worker.delete(row)
+
+    @mod.reducer
+    def set_history_cap(ctx: ReducerContext, cap: int) -> None:
+        """Keep at most `cap` attempt rows; a lower cap trims the oldest now."""
+        require_admin(ctx, "set_history_cap")
+        check_int("cap", cap, 0, MAX_HISTORY_CAP)
+        _save_settings(ctx, history_cap=cap)
+        transitions.trim_history(ctx, cap)
+
+    @mod.reducer
+    def set_default_lease(ctx: ReducerContext, seconds: int) -> None:
+        """The lease a claim takes when it names none (leases already taken keep theirs)."""
+        require_admin(ctx, "set_default_lease")
+        check_int("seconds", seconds, 1, MAX_LEASE_SECONDS)
+        _save_settings(ctx, default_lease_seconds=seconds)
