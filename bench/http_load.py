@@ -19,6 +19,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import cast
 
 import msgspec
@@ -28,6 +30,7 @@ from .stats import SkipRow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PREFIX = "/api:job-retry"
+ENV = {**os.environ, "PYTHONPATH": ROOT}
 
 
 class _Conn(asyncio.Protocol):
@@ -161,38 +164,23 @@ def generate(port: int, token: str, jobs: int, workers: int, batch: int = 0) -> 
     return {"jobs": jobs // workers * workers, "elapsed": elapsed, "client_cpu": ru.ru_utime + ru.ru_stime}
 
 
-def run(path: str, jobs: int, workers: int, batch: int = 0) -> float:
-    """Jobs/s of `workers` HTTP workers against a fresh `stdbmod serve` (with `batch`: through the
-    batch routes, `batch` jobs per request)."""
+@contextmanager
+def stdbmod_server(path: str) -> Iterator[tuple[int, str, int]]:
+    """A fresh `stdbmod serve` on a free loopback port: yields its port, the owner's token and its pid."""
     try:
         import stdbmod.http  # noqa: F401
     except ImportError:
         raise SkipRow("stdbmod.http is not on this branch") from None
     data = os.path.join(path, "data")
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": ROOT}
     server = subprocess.Popen(
         [sys.executable, "-m", "stdbmod.http", "--data", data, "--port", str(port), "--log-level", "warning"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:
         wait_port(port, server, "stdbmod serve")
         with open(os.path.join(data, "owner.token")) as f:
-            token = f.read().strip()
-        cpu0 = _process_cpu(server.pid)
-        gen = subprocess.run(
-            [sys.executable, "-m", "bench.http_load", "gen", str(port), token, str(jobs), str(workers), str(batch)],
-            env=env, cwd=ROOT, capture_output=True, text=True,
-        )
-        if gen.returncode != 0:
-            raise RuntimeError(f"load generator failed:\n{gen.stderr[-2000:]}")
-        cpu1 = _process_cpu(server.pid)
-        m = json.loads(gen.stdout.strip().splitlines()[-1])
-        LAST_CLIENT_CPU.append(m["client_cpu"] / m["elapsed"])
-        if cpu0 is not None and cpu1 is not None:
-            requests = 3 * (m["jobs"] // batch if batch else m["jobs"])
-            LAST_SERVER_CPU_US.append((cpu1 - cpu0) / requests * 1e6)
-        return float(m["jobs"] / m["elapsed"])
+            yield port, f.read().strip(), server.pid
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -200,6 +188,28 @@ def run(path: str, jobs: int, workers: int, batch: int = 0) -> float:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+def generate_in_process(module: str, *args: object) -> dict[str, float]:
+    """Run `python -m MODULE gen ARGS...` (a load generator) and read the JSON it prints last."""
+    gen = subprocess.run([sys.executable, "-m", module, "gen", *map(str, args)], env=ENV, cwd=ROOT, capture_output=True, text=True)
+    if gen.returncode != 0:
+        raise RuntimeError(f"load generator failed:\n{gen.stderr[-2000:]}")
+    return cast(dict[str, float], json.loads(gen.stdout.strip().splitlines()[-1]))
+
+
+def run(path: str, jobs: int, workers: int, batch: int = 0) -> float:
+    """Jobs/s of `workers` HTTP workers against a fresh `stdbmod serve` (with `batch`: through the
+    batch routes, `batch` jobs per request)."""
+    with stdbmod_server(path) as (port, token, pid):
+        cpu0 = _process_cpu(pid)
+        m = generate_in_process("bench.http_load", port, token, jobs, workers, batch)
+        cpu1 = _process_cpu(pid)
+    LAST_CLIENT_CPU.append(m["client_cpu"] / m["elapsed"])
+    if cpu0 is not None and cpu1 is not None:
+        requests = 3 * (m["jobs"] // batch if batch else m["jobs"])
+        LAST_SERVER_CPU_US.append((cpu1 - cpu0) / requests * 1e6)
+    return float(m["jobs"] / m["elapsed"])
 
 
 LAST_CLIENT_CPU: list[float] = []  # the generator's CPU use / wall time, per run (1.0 = one core)

@@ -184,6 +184,7 @@ def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
     if row.samples and http_load.LAST_SERVER_CPU_US:
         us = sorted(http_load.LAST_SERVER_CPU_US)[len(http_load.LAST_SERVER_CPU_US) // 2]
         row.note = f"/jobs/enqueue_many, /claim_many, /complete_many; server CPU {us:.0f} us per request"
+    sdk_row(b, n)
     return out
 
 
@@ -215,6 +216,19 @@ def postgres_section(b: Bench, s: Sizes) -> None:
     rows["one node, one call at a time"].note = f"{max(60, s.server_peer // 8)} lifecycles; every call its own PostgreSQL transaction"
     rows["3 nodes, 8 threads each"].note = "3 processes on one schema; their write transactions take one lock in turn"
     rows["procrastinate"].note = "defer N, then a worker of concurrency 1 (the peers section's row, here on the shared server)"
+
+
+def sdk_row(b: Bench, n: int) -> None:
+    from bench import sdk_load
+
+    sdk_load.LAST_CLIENT_CPU.clear()
+    sdk_load.LAST_SERVER_CPU_US.clear()
+    row = b.throughput(LIFE, "stdbmod over HTTP through stdbmod.client: AsyncClient enqueues, a Worker with 16 slots (not a target)",
+                       lambda d: sdk_load.run(d, n, 16), reps=b.s.http_reps)
+    if row.samples and sdk_load.LAST_SERVER_CPU_US:
+        cpu = sorted(sdk_load.LAST_CLIENT_CPU)[len(sdk_load.LAST_CLIENT_CPU) // 2]
+        us = sorted(sdk_load.LAST_SERVER_CPU_US)[len(sdk_load.LAST_SERVER_CPU_US) // 2]
+        row.note = f"httpx in one process ({cpu:.0%} of a core); server CPU {us:.0f} us per job"
 
 
 def _extras(*args: str) -> dict[str, Any]:

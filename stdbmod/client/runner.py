@@ -110,8 +110,10 @@ class Runner:
                 elif burst and not self.active:
                     return
                 delay = idle.next()  # fewer than asked for: the queue is drained for now
+            # Every slot busy: wait for one to free up. Drained: wait out the idle delay whatever
+            # ends meanwhile (a claim per finished job would mostly come back empty).
             try:
-                await asyncio.wait_for(self._wake.wait(), delay)
+                await asyncio.wait_for((self._wake if delay is None else self.stopping).wait(), delay)
             except TimeoutError:
                 pass
 
