@@ -179,14 +179,16 @@ def test_a_stale_worker_is_refused_and_does_not_complete_twice(world: World, fil
     with world.client("worker") as c:
         job = c.enqueue(job_type, backoff_seconds=0)
     token = world.tokens["worker"]
-    stale = WorkerProc(world.base, token, files, tmp_path / "stale.log", "--lease", "30", "--worker-id", "stale")
+    # 60 s leases: the first heartbeat (at 20 s) comes long after the test has frozen the process,
+    # so none can land between the clock's move and the sweep.
+    stale = WorkerProc(world.base, token, files, tmp_path / "stale.log", "--lease", "60", "--worker-id", "stale")
     fresh: WorkerProc | None = None
     try:
         wait_for(lambda: len(files.runs_seen()) == 1, "the first attempt to start")
         stale.signal(signal.SIGSTOP)  # a long GC pause, a frozen VM...
-        world.expire(31)  # ...past its lease: the sweep requeues the job
+        world.expire(61)  # ...past its lease: the sweep requeues the job
         assert world.task(job.id).status.value == "queued"
-        fresh = WorkerProc(world.base, token, files, tmp_path / "fresh.log", "--lease", "30", "--worker-id", "fresh")
+        fresh = WorkerProc(world.base, token, files, tmp_path / "fresh.log", "--lease", "60", "--worker-id", "fresh")
         wait_for(lambda: len(files.runs_seen()) == 2, "the second attempt to start")
         stale.signal(signal.SIGCONT)
         files.open_gate()  # both handlers return now

@@ -230,9 +230,12 @@ def test_a_job_whose_lease_was_lost_is_abandoned_without_a_report(world: World, 
 
     worker = world.worker(lease_seconds=3)
     worker.register("stuck", stuck if kind == "sync" else stuck_async)
+    worker.transport = held = HeldHeartbeats()
     t, out = in_background(worker)
     wait_for(lambda: world.task(job.id).status.value == "running", "the claim")
+    held.hold()  # no heartbeat may land between the clock's move and the sweep
     world.expire(4)  # the lease ends on the server's clock: the sweep requeues the job
+    held.release()
     assert world.task(job.id).status.value == "queued"
     wait_for(lambda: noticed == [True], "the worker to notice")
     world.expire(30)  # the retry's backoff
@@ -244,6 +247,41 @@ def test_a_job_whose_lease_was_lost_is_abandoned_without_a_report(world: World, 
     assert out[0].abandoned == 1 and out[0].completed == 0 and out[0].unfinished == 1
     [lost] = [a for a in _history(world) if a.attempt == 1]
     assert lost.outcome.value == "lease_expired"  # the reaper's, not a report from the worker
+
+
+class HeldHeartbeats(httpx.AsyncHTTPTransport):
+    """A real transport whose heartbeats can be held: `hold()` returns once none is in flight and
+    none can start until `release()`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.lock = threading.Lock()
+        self.inflight = 0
+
+    def hold(self) -> None:
+        with self.lock:
+            self.gate.clear()
+        wait_for(lambda: self.inflight == 0, "heartbeats in flight")
+
+    def release(self) -> None:
+        self.gate.set()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if not request.url.path.endswith("/heartbeat"):
+            return await super().handle_async_request(request)
+        while True:
+            with self.lock:
+                if self.gate.is_set():
+                    self.inflight += 1
+                    break
+            await asyncio.to_thread(self.gate.wait, DEADLINE)
+        try:
+            return await super().handle_async_request(request)
+        finally:
+            with self.lock:
+                self.inflight -= 1
 
 
 def _history(world: World) -> list[Any]:
