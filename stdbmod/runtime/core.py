@@ -9,13 +9,14 @@ batch run again (nobody has been answered yet). An LMDB panic fails the batch an
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ReducerFailed, SenderError, StorageError, StoragePanic
+from ..errors import ReducerFailed, SenderError, StorageError, StoragePanic, TransientStorageError
 from ..module import Module
 from ..storage import Storage, StorageFull, WriteTxn
 from ..types import Identity
@@ -27,6 +28,11 @@ from .jobs import Job, record_of
 from .transaction import Transaction
 
 log = logging.getLogger("stdbmod")
+
+# How long a batch whose storage failed transiently (PostgreSQL: a lost connection before
+# COMMIT, a serialization failure) is run again before its callers get the error; nobody has
+# been answered, and the jobs keep their timestamps, so a re-run is the same calls.
+RETRY_FOR = 30.0
 
 
 @dataclass
@@ -50,6 +56,8 @@ class Core:
         self.broken: StoragePanic | None = None
         self.hooks = Hooks()
         self.contexts = ContextFactory(module, identity)
+        # Called (no arguments) after every commit that wrote a record: runtime/follow.py wakes on it.
+        self.commit_taps: list[Callable[[], None]] = []
 
     # --- batches -------------------------------------------------------------------------------
 
@@ -58,6 +66,8 @@ class Core:
             for _, fut in batch:
                 fut.set_exception(self.broken)
             return
+        started = time.monotonic()
+        tries = 0
         while True:
             outcomes: list[tuple[bool, Any]] = []
             records: list[commitlog.CommitRecord] = []
@@ -66,6 +76,11 @@ class Core:
                 outer = self.storage.begin_write()
             except StoragePanic as e:
                 self._panic(e, batch)
+                return
+            except TransientStorageError as e:
+                tries += 1
+                if self._again(e, batch, started, tries):
+                    continue
                 return
             try:
                 offset = commitlog.next_offset(outer)
@@ -77,8 +92,18 @@ class Core:
                     if sched is not None and (armed is None or sched < armed):
                         armed = sched
                     outcomes.append((ok, value))
+                if records or armed is not None:
+                    # other nodes (PostgreSQL) hear of it if and when it commits: followers read
+                    # the log, their scheduler wakes for `armed`
+                    outer.announce(f"commit {'-' if armed is None else armed}")
                 outer.commit()
                 break
+            except TransientStorageError as e:
+                outer.abort()
+                tries += 1
+                if self._again(e, batch, started, tries):
+                    continue
+                return
             except StorageFull:
                 outer.abort()
                 self.storage.grow()
@@ -105,6 +130,22 @@ class Core:
             hooks.on_schedule_change(armed)
         if records and hooks.on_commit is not None:
             hooks.on_commit(records)
+        if records:
+            for tap in self.commit_taps:
+                tap()
+
+    def _again(self, e: TransientStorageError, batch: list[tuple[Job, Future[Any]]], started: float, tries: int) -> bool:
+        """Whether to run the batch again after a transient storage failure (after a pause that
+        grows with the tries); if not, every job of the batch gets the error."""
+        if time.monotonic() - started > RETRY_FOR:
+            log.error("storage failed for %.0f s, giving up on a batch of %d: %s", RETRY_FOR, len(batch), e)
+            for _, fut in batch:
+                fut.set_exception(e)
+            return False
+        log.warning("storage: %s; running the batch of %d again (try %d)", e, len(batch), tries + 1)
+        if tries > 1:
+            time.sleep(min(1.0, 0.02 * 2 ** (tries - 2)))
+        return True
 
     def _panic(self, e: StoragePanic, batch: list[tuple[Job, Future[Any]]]) -> None:
         self.broken = e

@@ -14,7 +14,7 @@ import asyncio
 import os
 import re
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -398,6 +398,20 @@ class Database:
     def read(self) -> ReadView:
         """A read-only snapshot of the tables; never waits for the writer."""
         return ReadView(self._core)
+
+    def commit_log_end(self) -> int:
+        """The offset the next commit will get (every node's commits share one log)."""
+        with self._core.storage.begin_read() as r:
+            return commitlog.next_offset(r)
+
+    def follow_commits(self, callback: Callable[[list[CommitRecord]], None], start: int | None = None) -> Callable[[], None]:
+        """Call `callback(records)` with every commit from offset `start` on (default: from
+        now), this node's and, on PostgreSQL, every other node's, in the log's order, each
+        once, on a thread of its own; returns the function that stops it. The feed for
+        subscriptions: see runtime/follow.py and docs/scaling.md."""
+        from .follow import CommitFollower
+
+        return CommitFollower(self, callback, start).stop
 
     def commit_log(self, start: int = 0, limit: int | None = None) -> list[CommitRecord]:
         with self._core.storage.begin_read() as r:

@@ -16,6 +16,7 @@ from .database import Database
 log = logging.getLogger("stdbmod.scheduler")
 
 MAX_SLEEP = 60.0
+FOLLOW_POLL = 1.0  # how often a node that does not lead the schedules tries to take the lead
 
 
 class Scheduler:
@@ -28,6 +29,8 @@ class Scheduler:
         # every arming commit wakes it (it may have read the queue before that commit).
         self._sleep_until: int | None = None
         db.hooks.on_schedule_change = self._armed
+        # Several nodes on one store (PostgreSQL): another node's commit may arm a row earlier.
+        self._unwatch = db.storage.watch(self._remote)
 
     def start(self) -> Scheduler:
         self._thread.start()
@@ -43,6 +46,16 @@ class Scheduler:
         if until is None or due < until:
             self._wake.set()
 
+    def _remote(self, message: str | None) -> None:
+        """Another node committed: its announcement says the earliest row it armed ('-' none);
+        None means some may have been missed, so look again."""
+        if message is None:
+            self._wake.set()
+            return
+        _, _, armed = message.partition(" ")
+        if armed.isdigit():
+            self._armed(int(armed))
+
     def _loop(self) -> None:
         # Clearing the wake before reading the queue: a commit that arms an earlier row after
         # the read sets it again, so the wait below returns at once.
@@ -50,6 +63,11 @@ class Scheduler:
             self._sleep_until = None
             self._wake.clear()
             try:
+                if not self._db.storage.lead():
+                    # another node runs the schedules; take over when it dies (its lock frees)
+                    self._sleep_until = self._db.clock.now().micros + int(FOLLOW_POLL * 1e6)
+                    self._wake.wait(FOLLOW_POLL)
+                    continue
                 now = self._db.clock.now()
                 fired, due = self._db.fire_due(now)
                 if fired:
@@ -64,6 +82,7 @@ class Scheduler:
                 self._wake.wait(timeout)
 
     def stop(self) -> None:
+        self._unwatch()
         self._stop.set()
         self._wake.set()
         if self._thread.is_alive():
