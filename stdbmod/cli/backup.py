@@ -12,6 +12,8 @@ import click
 from lmdb import verify as lmdb_verify
 
 from ..errors import StdbError
+from ..local import place
+from ..local.transfer import copy_between
 from ..runtime import backup_directory
 from .options import CommandError
 
@@ -20,7 +22,15 @@ from .options import CommandError
 @click.argument("dest", metavar="DEST", type=click.Path(file_okay=False, path_type=str))
 def backup_command(data: str, dest: str) -> None:
     """Copy the database at DIR into DEST (a new or empty directory), compacted, while it keeps
-    serving; then verify the copy."""
+    serving; then verify the copy. Either may be a PostgreSQL URL (postgresql://USER@HOST:PORT/DB,
+    an empty schema for DEST): the copy is then key by key, verified by the state hash."""
+    if place.is_url(data) or place.is_url(dest):
+        try:
+            done = copy_between(data, dest)
+        except (StdbError, OSError) as e:
+            raise CommandError(" ".join(str(e).split()) or type(e).__name__) from None
+        click.echo(f"backed up {place.show(data)} to {place.show(dest)} ({done.keys} keys, state hash {done.state_hash[:16]}, verified)")
+        return
     try:
         size = backup_directory(data, dest)
     except (StdbError, OSError) as e:

@@ -6,7 +6,7 @@ import os
 
 import click
 
-from ..local import identity
+from ..local import identity, place
 from ..local.tokens import KEY_FILE
 from .options import CommandError, json_option
 from .render import print_json, print_record
@@ -20,7 +20,7 @@ def _print(ident: identity.LocalIdentity, as_json: bool, data: str | None = None
         print_json({"identity": ident.identity, "token": token, "data": data})
         return
     accepted = (
-        f"`stdbmod serve --data {data}` (signed with {os.path.join(data, KEY_FILE)})"
+        f"`stdbmod serve --data {data}` (signed with {place.describe(data, KEY_FILE)})"
         if data
         else "no server: it is for the CLI's --as; `stdbmod identity show --data DIR` prints one the server of DIR accepts"
     )
@@ -58,15 +58,17 @@ def new(force: bool, as_json: bool) -> None:
 @identity_group.command(name="show")
 @click.option(
     "--data",
-    metavar="DIR",
-    type=click.Path(file_okay=False, exists=True, path_type=str),
+    metavar="DIR|URL",
+    type=click.Path(file_okay=False, path_type=str),
     default=None,
-    help="Print a token that `stdbmod serve --data DIR` accepts (signed with DIR/jwt.key).",
+    help="Print a token that `stdbmod serve --data DIR` accepts (signed with DIR/jwt.key; a PostgreSQL URL: the database's key).",
 )
 @json_option
 def show(data: str | None, as_json: bool) -> None:
     """Print the identity and a token, saying which server accepts it (--json: {"identity": ...,
     "token": ..., "data": DIR or null})."""
+    if data is not None and not place.exists(data):
+        raise CommandError(f"Directory '{data}' does not exist.")
     ident = identity.load()
     if ident is None:
         raise CommandError(f"no identity yet in {identity.path()}; make one with `stdbmod identity new`")

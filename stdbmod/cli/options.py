@@ -33,9 +33,9 @@ def data_option(f: F) -> F:
         "--data",
         "data",
         required=True,
-        metavar="DIR",
+        metavar="DIR|URL",
         type=click.Path(file_okay=False, path_type=str),
-        help="The database directory (made by `stdbmod publish`).",
+        help="The database directory (made by `stdbmod publish`), or postgresql://USER@HOST:PORT/DB[?schema=NAME].",
     )(f)
 
 

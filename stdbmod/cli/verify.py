@@ -20,6 +20,7 @@ import click
 from lmdb import verify as lmdb_verify
 
 from ..runtime import CommitRecord, Database, apply_changes, spaces
+from ..local import place
 from ..local.datadir import module_for, open_database
 from .options import FailedError, data_option, json_option, module_option
 from .render import console, print_json, print_record, progress
@@ -81,7 +82,7 @@ def verify(data: str, module: str | None, as_json: bool) -> None:
     """Replay the commit log into a scratch database and compare state hashes; check LMDB's
     integrity. Exit 1 if either check fails."""
     module_for(data, module)  # a missing directory or module is said before anything is read
-    report = VerifyReport(lmdb_problems=check_lmdb(data))
+    report = VerifyReport(lmdb_problems=[] if place.is_url(data) else check_lmdb(data))  # PostgreSQL checks its own pages
     if not report.lmdb_problems:
         with open_database(data, module) as (db, _):
             replay_check(db, report)
@@ -103,7 +104,7 @@ def verify(data: str, module: str | None, as_json: bool) -> None:
                 "live state hash": report.live_hash,
                 "replayed state hash": report.replay_hash,
                 "state": "matches" if report.state_matches else ("DIFFERS" if report.live_hash else "not checked"),
-                "lmdb": "ok" if not report.lmdb_problems else f"{len(report.lmdb_problems)} problem(s)",
+                "lmdb": ("n/a (PostgreSQL)" if place.is_url(data) else "ok") if not report.lmdb_problems else f"{len(report.lmdb_problems)} problem(s)",
             },
             title="verify",
         )

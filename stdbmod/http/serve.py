@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import uvicorn
 
 from ..errors import DatabaseNotFound, StdbError, StoragePanic
-from ..local import identity
+from ..local import identity, place
 from ..local.datadir import keep_in_step, read_config
 from ..local.modspec import RETRY_SPEC, LoadedModule, ModuleSpecError, canonical_spec, load_module
 from ..local.publish import publish
@@ -147,11 +147,13 @@ def serve(
     identity of `owner_token`, or the CLI's identity. Returns the exit status: 0, or 70 after a
     storage panic. Raises ServeError (and other StdbErrors) when it cannot start. `access_log`
     logs a line per request (at info level), which costs CPU on every request."""
-    path = Path(data_dir)
+    # a directory, or a PostgreSQL URL (several nodes may serve one database: docs/scaling.md)
+    path: Any = data_dir if place.is_url(data_dir) else Path(data_dir)
     sock = listen(host, port)
     try:
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            if isinstance(path, Path):
+                path.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ServeError(f"cannot use {path}: {e.strerror}") from None
         loaded = resolve_module(path, module_path)

@@ -20,6 +20,7 @@ import msgspec
 
 from ..errors import DatabaseNotFound
 from ..runtime import Database
+from . import place
 from .modspec import LoadedModule, canonical_spec, load_module
 
 CONFIG_NAME = "stdbmod.json"
@@ -36,33 +37,29 @@ def config_path(data: str | os.PathLike[str]) -> Path:
 
 
 def write_config(data: str | os.PathLike[str], config: DataDirConfig) -> None:
-    p = config_path(data)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_bytes(msgspec.json.format(msgspec.json.encode(config)) + b"\n")
-    os.replace(tmp, p)
+    place.write_file(data, CONFIG_NAME, msgspec.json.format(msgspec.json.encode(config)) + b"\n")
 
 
 def read_config(data: str | os.PathLike[str]) -> DataDirConfig | None:
-    try:
-        raw = config_path(data).read_bytes()
-    except FileNotFoundError:
+    raw = place.read_file(data, CONFIG_NAME)
+    if raw is None:
         return None
     try:
         return msgspec.json.decode(raw, type=DataDirConfig)
     except msgspec.DecodeError as e:
-        raise ValueError(f"{config_path(data)} is damaged: {e}") from None
+        raise ValueError(f"{place.describe(data, CONFIG_NAME)} is damaged: {e}") from None
 
 
 def module_for(data: str, override: str | None) -> LoadedModule:
-    if not os.path.isdir(data):
+    if not place.exists(data):
         raise DatabaseNotFound(f"no database at {data} (no such directory)")
     if override:
         return load_module(override)
     config = read_config(data)
     if config is None:
-        if not os.path.exists(os.path.join(data, "data.mdb")):
-            raise DatabaseNotFound(f"no database at {data} (publish one first)")
-        raise DatabaseNotFound(f"{data} has no {CONFIG_NAME} naming its module; pass --module")
+        if not place.holds_storage(data):
+            raise DatabaseNotFound(f"no database at {place.show(data)} (publish one first)")
+        raise DatabaseNotFound(f"{place.show(data)} has no {CONFIG_NAME} naming its module; pass --module")
     return load_module(config.module)
 
 
@@ -75,7 +72,7 @@ def keep_in_step(data: str | os.PathLike[str], db: Database, spec: str) -> bool:
         return False
     write_config(data, DataDirConfig(module=spec, name=db.name))
     was = f" (was {config.module})" if config is not None else ""
-    print(f"stdbmod: {config_path(data)} now records the module {spec}{was}", file=sys.stderr)
+    print(f"stdbmod: {place.describe(data, CONFIG_NAME)} now records the module {spec}{was}", file=sys.stderr)
     return True
 
 

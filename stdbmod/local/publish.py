@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import CallError
 from ..runtime import Database
 from ..types import Identity
-from . import identity
+from . import identity, place
 from .datadir import CONFIG_NAME, DataDirConfig, read_config, write_config
 from .modspec import RETRY_SPEC, LoadedModule, ModuleSpecError, canonical_spec, load_module
 from .tokens import KEY_FILE, OWNER_TOKEN_FILE, SigningKey, load_or_create_key, write_secret_file
@@ -38,12 +38,12 @@ class DatabaseExists(CallError):
 
 @dataclass(frozen=True)
 class Published:
-    data: Path
+    data: str  # the directory, or the URL (without its password)
     spec: str  # as recorded in stdbmod.json
     name: str
     identity: Identity  # the database's own
     owner: Identity
-    token_file: Path | None  # DIR/owner.token, when one was written
+    token_file: str | None  # DIR/owner.token (or the row of the database), when one was written
 
 
 def module_to_publish(spec: str | None) -> tuple[str, LoadedModule]:
@@ -59,7 +59,7 @@ def module_to_publish(spec: str | None) -> tuple[str, LoadedModule]:
 
 def holds_database(data: str | os.PathLike[str]) -> bool:
     """Whether `data` already holds a database (its LMDB file or its stdbmod.json)."""
-    return os.path.exists(os.path.join(data, "data.mdb")) or read_config(data) is not None
+    return place.holds_storage(data) or read_config(data) is not None
 
 
 def publish(
@@ -75,7 +75,10 @@ def publish(
 
     The owner is `owner`, else the CLI's identity (made if there is none yet), for which a token
     signed with the directory's key (`key`, else DIR/jwt.key, made if absent) goes to
-    DIR/owner.token. Refuses a directory that already holds a database (DatabaseExists)."""
+    DIR/owner.token. Refuses a directory that already holds a database (DatabaseExists).
+    `data` may be a PostgreSQL URL: the files are then rows of the database (local/place.py)."""
+    if place.is_url(data):
+        return _publish_in_database(str(data), spec, loaded, owner=owner, name=name, key=key)
     path = Path(data)
     if holds_database(path):
         raise DatabaseExists(f"a database already exists at {path}")
@@ -93,11 +96,40 @@ def publish(
         db = Database.create(path, loaded.module, owner=owner, name=name)
         try:
             write_config(path, DataDirConfig(module=spec, name=db.name))
-            return Published(path, spec, db.name, db.identity, db.owner, token_file)
+            return Published(str(path), spec, db.name, db.identity, db.owner, str(token_file) if token_file else None)
         finally:
             db.close()
     except BaseException:
         _undo(path, existed, before)
+        raise
+
+
+def _publish_in_database(
+    data: str, spec: str, loaded: LoadedModule, *, owner: Identity | None, name: str | None, key: SigningKey | None
+) -> Published:
+    """`publish` into a PostgreSQL schema. A failure leaves no file rows it wrote; the storage
+    tables it created stay, empty of any database (a publish later can use them)."""
+    if holds_database(data):
+        raise DatabaseExists(f"a database already exists at {place.show(data)}")
+    before = {f for f in (KEY_FILE, OWNER_TOKEN_FILE, CONFIG_NAME) if place.read_file(data, f) is not None}
+    try:
+        key = key or load_or_create_key(data)
+        token_file: str | None = None
+        if owner is None:
+            me = identity.load_or_create()
+            owner = me.value
+            place.write_file(data, OWNER_TOKEN_FILE, (key.issue_token(key.claims(me.subject, issuer=me.issuer)) + "\n").encode(), secret=True)
+            token_file = place.describe(data, OWNER_TOKEN_FILE)
+        db = Database.create(data, loaded.module, owner=owner, name=name)
+        try:
+            write_config(data, DataDirConfig(module=spec, name=db.name))
+            return Published(place.show(data), spec, db.name, db.identity, db.owner, token_file)
+        finally:
+            db.close()
+    except BaseException:
+        for f in (KEY_FILE, OWNER_TOKEN_FILE, CONFIG_NAME):
+            if f not in before:
+                place.remove_file(data, f)
         raise
 
 

@@ -26,6 +26,7 @@ import msgspec
 
 from ..errors import StdbError
 from ..types import Identity
+from . import place
 
 __all__ = [
     "LOCAL_ISSUER",
@@ -160,9 +161,22 @@ def _write_new(p: Path, text: str) -> None:
         os.close(fd)
 
 
+def _key_in_database(data: str, issuer: str, issuers: Iterable[str]) -> SigningKey:
+    place.write_file(data, KEY_FILE, (secrets.token_hex(SECRET_BYTES) + "\n").encode(), secret=True, replace=False)
+    raw = place.read_file(data, KEY_FILE) or b""  # the first node's, if several raced
+    try:
+        secret = bytes.fromhex(raw.decode().strip())
+    except ValueError:
+        raise KeyFileError(f"the signing key {place.describe(data, KEY_FILE)} is not hex") from None
+    return SigningKey(secret, issuer=issuer, issuers=issuers)
+
+
 def load_or_create_key(data_dir: str | os.PathLike[str], *, issuer: str = LOCAL_ISSUER, issuers: Iterable[str] = ()) -> SigningKey:
     """The server's key from `DATA_DIR/jwt.key`, created (0600) when absent. A key file that
-    others can read is refused, as ssh refuses such private keys."""
+    others can read is refused, as ssh refuses such private keys. For a PostgreSQL URL the key
+    is a row of the database (every node signs with it; see local/place.py)."""
+    if place.is_url(data_dir):
+        return _key_in_database(str(data_dir), issuer, issuers)
     path = Path(data_dir) / KEY_FILE
     os.makedirs(data_dir, exist_ok=True)
     if not path.exists():

@@ -89,6 +89,10 @@ class Storage(ABC):
     def ensure_spaces(self, names: Iterable[str]) -> None:
         """Create the named spaces that do not exist yet (commits on its own)."""
 
+    def space_names(self) -> list[str]:
+        """Every space the store holds (a copy between backends walks them)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list its spaces")
+
     @abstractmethod
     def begin_read(self) -> ReadTxn:
         """A read-only snapshot; never waits for a writer."""

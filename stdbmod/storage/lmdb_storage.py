@@ -338,6 +338,9 @@ class LmdbStorage(Storage):
             except StorageFull:
                 self.grow()
 
+    def space_names(self) -> list[str]:
+        return sorted(self._dbs)
+
     def begin_read(self) -> ReadTxn:
         for attempt in range(3):
             self._gate.enter()

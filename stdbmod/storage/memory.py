@@ -98,6 +98,9 @@ class MemoryStorage(Storage):
         for name in names:
             self._spaces.setdefault(name, {})
 
+    def space_names(self) -> list[str]:
+        return sorted(self._spaces)
+
     def begin_read(self) -> ReadTxn:
         return _MemRead(self._spaces)
 

@@ -334,6 +334,11 @@ class PostgresStorage(Storage):
             raise StorageError(f"space {space!r} was never created (call ensure_spaces first)")
         return sid
 
+    def space_names(self) -> list[str]:
+        with self._pool_conn() as conn:
+            self._load_ids(conn)
+        return sorted(self._ids)
+
     def ensure_spaces(self, names: Iterable[str]) -> None:
         missing = [n for n in names if n not in self._ids]
         if not missing:

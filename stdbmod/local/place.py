@@ -1,0 +1,78 @@
+"""Where a database lives, as `--data` names it: a directory (LMDB, and its files beside it) or a
+PostgreSQL URL (`postgresql://USER@HOST:PORT/DB[?schema=NAME]`, the files as rows of the
+schema's `files` table: docs/scaling.md). The rest of `local/` reads and writes a data place's
+files through here, so both kinds work wherever `--data` is taken."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..storage.postgres.url import is_url, redact, split_url
+
+__all__ = ["is_url", "read_file", "write_file", "remove_file", "describe", "holds_storage", "exists", "show"]
+
+
+def _files(data: str) -> Any:
+    from ..storage.postgres.files import DatabaseFiles
+
+    return DatabaseFiles(*split_url(data))
+
+
+def read_file(data: str | os.PathLike[str], name: str) -> bytes | None:
+    if is_url(data):
+        return _files(str(data)).get(name)  # type: ignore[no-any-return]
+    try:
+        return (Path(data) / name).read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def write_file(data: str | os.PathLike[str], name: str, body: bytes, *, secret: bool = False, replace: bool = True) -> bool:
+    """Store a file of the place (a secret: mode 0600 in a directory); False if it exists and
+    `replace` is off."""
+    if is_url(data):
+        return _files(str(data)).put(name, body, replace=replace)  # type: ignore[no-any-return]
+    p = Path(data) / name
+    if not replace and p.exists():
+        return False
+    tmp = p.with_name(p.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if secret else 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(body)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, p)
+    return True
+
+
+def remove_file(data: str | os.PathLike[str], name: str) -> None:
+    if is_url(data):
+        _files(str(data)).delete(name)
+    else:
+        Path(data, name).unlink(missing_ok=True)
+
+
+def holds_storage(data: str | os.PathLike[str]) -> bool:
+    """Whether a database was published there (LMDB's data.mdb; PostgreSQL's metadata)."""
+    if is_url(data):
+        return _files(str(data)).holds_database()  # type: ignore[no-any-return]
+    return os.path.exists(os.path.join(data, "data.mdb"))
+
+
+def exists(data: str | os.PathLike[str]) -> bool:
+    """Whether the place itself is there: a directory (a URL always is; its server says more)."""
+    return is_url(data) or os.path.isdir(data)
+
+
+def describe(data: str | os.PathLike[str], name: str) -> str:
+    """The file, for messages: DIR/NAME, or NAME in the database."""
+    if is_url(data):
+        return f"{name} (in {show(data)})"
+    return os.path.join(data, name)
+
+
+def show(data: str | os.PathLike[str]) -> str:
+    """The place, for messages (a URL without its password)."""
+    return redact(str(data)) if is_url(data) else os.fspath(data)
