@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import uuid
 from collections.abc import Callable
@@ -56,7 +57,9 @@ class Leadership:
                     self._held = False
                     if conn is not None:
                         conn.close()
-                    conn = self._conn = psycopg.connect(self._s.dsn, **self._s._connect_kwargs(), **KEEPALIVE)
+                    # named for its process: pg_stat_activity says which node leads
+                    kwargs = {**self._s._connect_kwargs(), **KEEPALIVE, "application_name": f"stdbmod-lead-{os.getpid()}"}
+                    conn = self._conn = psycopg.connect(self._s.dsn, **kwargs)
                     conn.execute(SERVER_KEEPALIVE, prepare=False)
                 if self._held:
                     conn.execute("SELECT 1")  # still connected: still the holder
