@@ -9,15 +9,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..storage.postgres.url import is_url, redact, split_url
+from ..storage.postgres_url import files_at, is_url, redact
 
 __all__ = ["is_url", "read_file", "write_file", "remove_file", "describe", "holds_storage", "exists", "show"]
 
 
 def _files(data: str) -> Any:
-    from ..storage.postgres.files import DatabaseFiles
-
-    return DatabaseFiles(*split_url(data))
+    return files_at(data)
 
 
 def read_file(data: str | os.PathLike[str], name: str) -> bytes | None:

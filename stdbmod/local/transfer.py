@@ -19,6 +19,7 @@ import blake3
 from ..errors import CallError, DatabaseNotFound
 from ..runtime.backup import check_target
 from ..storage import LmdbStorage, ReadTxn, Storage
+from ..storage.postgres_url import open_url
 from . import place
 from .datadir import CONFIG_NAME
 from .tokens import KEY_FILE, OWNER_TOKEN_FILE
@@ -36,18 +37,17 @@ class Copied:
 
 def open_place(data: str, *, new: bool) -> Storage:
     if place.is_url(data):
-        from ..storage.postgres import PostgresStorage
-        from ..storage.postgres.url import split_url
-
-        dsn, schema = split_url(data)
         if new and place.holds_storage(data):
             raise CallError(f"{place.show(data)} already holds a database; back up into an empty schema")
         if not new and not place.holds_storage(data):
             raise DatabaseNotFound(f"no database at {place.show(data)}")
-        storage: Storage = PostgresStorage(dsn, schema=schema)
-        if new and any(storage.begin_read().count(s) for s in storage.space_names()):
-            storage.close()
-            raise CallError(f"{place.show(data)} is not empty; back up into an empty schema")
+        storage = open_url(data)
+        if new:
+            with storage.begin_read() as r:
+                used = any(r.count(s) for s in storage.space_names())
+            if used:
+                storage.close()
+                raise CallError(f"{place.show(data)} is not empty; back up into an empty schema")
         return storage
     if new:
         return LmdbStorage(check_target(data))

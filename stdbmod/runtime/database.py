@@ -34,6 +34,7 @@ from ..errors import (
 from ..module import Module
 from ..schema import ReducerDef
 from ..storage import LmdbStorage, Storage, StorageFull
+from ..storage.postgres_url import is_url, open_url
 from ..types import ConnectionId, Identity, Timestamp
 from . import commitlog, schedules, spaces
 from .backup import check_target
@@ -95,19 +96,11 @@ def _encode_args(reducer: str, decoded: Any) -> bytes:
         raise ArgumentError(f"{reducer}: the arguments are nested too deeply") from None
 
 
-def _is_url(where: object) -> bool:
-    return isinstance(where, str) and where.startswith(("postgresql://", "postgres://"))
-
-
 def _storage(where: str | os.PathLike[str] | Storage, module: Module, **options: Any) -> Storage:
     if isinstance(where, Storage):
         return where
-    if _is_url(where):  # postgresql://USER@HOST:PORT/DB[?schema=NAME]: docs/scaling.md
-        from ..storage.postgres import PostgresStorage
-        from ..storage.postgres.url import split_url
-
-        dsn, schema = split_url(str(where))
-        return PostgresStorage(dsn, schema=schema, durable=options.get("durable", True))
+    if is_url(where):  # postgresql://USER@HOST:PORT/DB[?schema=NAME]: docs/scaling.md
+        return open_url(str(where), durable=options.get("durable", True))
     options.setdefault("max_spaces", len(_spaces_of(module)))
     return LmdbStorage(os.fspath(where), **options)
 
@@ -207,7 +200,7 @@ class Database:
     ) -> Database:
         """Open an existing database. Its stored schema must be compatible with `module`'s."""
         module.finalize()
-        if not isinstance(where, Storage) and not _is_url(where) and not os.path.exists(os.path.join(os.fspath(where), "data.mdb")):
+        if not isinstance(where, Storage) and not is_url(where) and not os.path.exists(os.path.join(os.fspath(where), "data.mdb")):
             raise DatabaseNotFound(f"no database at {os.fspath(where)}")
         storage = _storage(where, module, **storage_options)
         try:

@@ -69,3 +69,19 @@ def test_tasks_on_the_retry_module_in_postgresql(invoke: Invoke, url: str) -> No
     listed = as_json(invoke("tasks", "list", "--data", url, "--json"))
     rows = listed["items"]
     assert [t["job_type"] for t in rows] == ["email"]
+
+
+def test_without_the_postgres_extra_a_url_is_one_clear_line() -> None:
+    """A base install (no psycopg) still runs the CLI, and a URL says which extra it needs."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['psycopg'] = None; sys.modules['psycopg_pool'] = None\n"
+        "from stdbmod.cli.main import main\n"
+        "sys.argv = ['stdbmod', 'call', '--data', 'postgresql://nobody@127.0.0.1:1/db', 'f']\n"
+        "main()\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[2])
+    assert r.returncode == 2, r.stderr
+    assert "pip install 'stdbmod[postgres]'" in r.stderr and "Traceback" not in r.stderr

@@ -6,9 +6,13 @@ share one PostgreSQL database."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ...errors import CallError
+from ..errors import CallError, StorageError
+
+if TYPE_CHECKING:
+    from .base import Storage
 
 SCHEMES = ("postgresql://", "postgres://")
 
@@ -35,3 +39,26 @@ def redact(url: str) -> str:
         return url
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
+def _backend() -> Any:
+    try:
+        from . import postgres
+    except ImportError as e:
+        raise StorageError(f"a PostgreSQL URL needs the postgres extra (pip install 'stdbmod[postgres]'): {e}") from None
+    return postgres
+
+
+def open_url(url: str, *, durable: bool = True) -> Storage:
+    """The PostgreSQL storage a URL names."""
+    dsn, schema = split_url(url)
+    storage: Storage = _backend().PostgresStorage(dsn, schema=schema, durable=durable)
+    return storage
+
+
+def files_at(url: str) -> Any:
+    """The data place's files table (`postgres.files.DatabaseFiles`) a URL names."""
+    _backend()
+    from .postgres.files import DatabaseFiles
+
+    return DatabaseFiles(*split_url(url))
