@@ -93,6 +93,27 @@ class PermissionDenied(CallError, PermissionError):
     status_code = 403
 
 
+# --- Values stdbmod's own API refuses ------------------------------------------------------------
+
+
+class InvalidValue(StdbError, ValueError):
+    """A value stdbmod cannot take: an identity's hex, a time outside the 64-bit microsecond
+    range, an integer outside the indexable range, a filter longer than its index..."""
+
+    status_code = 400
+
+
+class WrongType(StdbError, TypeError):
+    """A value of the wrong type: a row of another table's type, a time that is not integer
+    microseconds..."""
+
+    status_code = 400
+
+
+class NoSuchAttribute(StdbError, AttributeError):
+    """`ctx.<name>` or `ctx.db.<table>.<name>` names nothing there."""
+
+
 # --- Errors of module declarations and schemas ---------------------------------------------------
 
 

@@ -14,7 +14,7 @@ import enum
 import struct
 from typing import Any
 
-from .errors import SchemaError
+from .errors import InvalidValue, SchemaError
 from .types import ConnectionId, Identity, TimeDuration, Timestamp
 
 _NONE = b"\x01"
@@ -45,7 +45,7 @@ _INT_TAG = bytes((_INT,))
 
 def _int(value: int) -> bytes:
     if not _INT_MIN <= value <= _INT_MAX:
-        raise ValueError(f"integer {value} is outside the indexable range [-2**63, 2**64)")
+        raise InvalidValue(f"integer {value} is outside the indexable range [-2**63, 2**64)")
     return _INT_TAG + (value + _INT_OFFSET).to_bytes(_INT_WIDTH, "big")
 
 

@@ -1,7 +1,7 @@
 """SpacetimeDB's special types: Identity, ConnectionId, Timestamp, TimeDuration, ScheduleAt.
 
-Identity, ConnectionId, Timestamp and TimeDuration are small immutable value classes; the codecs
-in `stdbmod.runtime.codec` encode them (bytes or hex for identities, integer microseconds for
+Identity, ConnectionId, Timestamp and TimeDuration are small immutable value classes; the hooks
+in `stdbmod.codec` encode them (bytes or hex for identities, integer microseconds for
 times). ScheduleAt is a tagged union of two msgspec Structs, `At` (one-shot) and `Every`
 (repeating), as `ScheduleAt::Time` / `ScheduleAt::Interval` in SpacetimeDB.
 """
@@ -15,6 +15,8 @@ from typing import Any, TypeVar, Union
 import blake3
 import msgspec
 
+from .errors import InvalidValue, WrongType
+
 __all__ = ["Identity", "ConnectionId", "Timestamp", "TimeDuration", "At", "Every", "ScheduleAt"]
 
 
@@ -27,7 +29,7 @@ class _Bytes:
 
     def __init__(self, value: bytes) -> None:
         if not isinstance(value, (bytes, bytearray)) or len(value) != self.WIDTH:
-            raise ValueError(f"{type(self).__name__} takes exactly {self.WIDTH} bytes")
+            raise InvalidValue(f"{type(self).__name__} takes exactly {self.WIDTH} bytes")
         object.__setattr__(self, "_b", bytes(value))
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -39,11 +41,11 @@ class _Bytes:
         if text.startswith(("0x", "0X")):
             text = text[2:]
         if len(text) != cls.WIDTH * 2:
-            raise ValueError(f"{cls.__name__} hex must be {cls.WIDTH * 2} characters, got {len(text)}")
+            raise InvalidValue(f"{cls.__name__} hex must be {cls.WIDTH * 2} characters, got {len(text)}")
         try:
             return cls(bytes.fromhex(text))
         except ValueError:
-            raise ValueError(f"{cls.__name__} hex contains a non-hex character") from None
+            raise InvalidValue(f"{cls.__name__} hex contains a non-hex character") from None
 
     def to_bytes(self) -> bytes:
         return self._b
@@ -110,9 +112,9 @@ class _Micros:
 
     def __init__(self, micros: int) -> None:
         if isinstance(micros, bool) or not isinstance(micros, int):
-            raise TypeError(f"{type(self).__name__} takes integer microseconds")
+            raise WrongType(f"{type(self).__name__} takes integer microseconds")
         if not -(2**63) <= micros < 2**63:
-            raise ValueError(f"{type(self).__name__} out of the i64 microsecond range")
+            raise InvalidValue(f"{type(self).__name__} out of the i64 microsecond range")
         object.__setattr__(self, "micros", micros)
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -203,7 +205,7 @@ class Timestamp(_Micros):
     @classmethod
     def from_datetime(cls, value: _dt.datetime) -> Timestamp:
         if value.tzinfo is None:
-            raise ValueError("a Timestamp needs a timezone-aware datetime")
+            raise InvalidValue("a Timestamp needs a timezone-aware datetime")
         delta = value - _EPOCH
         return cls((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
 
@@ -213,7 +215,7 @@ class Timestamp(_Micros):
         try:
             value = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
-            raise ValueError(f"not an RFC 3339 timestamp: {text!r}") from None
+            raise InvalidValue(f"not an RFC 3339 timestamp: {text!r}") from None
         if value.tzinfo is None:
             value = value.replace(tzinfo=_dt.timezone.utc)
         return cls.from_datetime(value)

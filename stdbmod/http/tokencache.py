@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from ..errors import InvalidValue
 from ..local.tokens import InvalidToken, SigningKey
 from ..types import Identity
 
@@ -26,7 +27,7 @@ DEFAULT_SIZE = 4096
 class VerifiedTokens:
     def __init__(self, key: SigningKey, *, size: int = DEFAULT_SIZE, clock: Callable[[], float] = time.time) -> None:
         if size < 1:
-            raise ValueError("the cache needs room for at least one token")
+            raise InvalidValue("the cache needs room for at least one token")
         self.key = key
         self.size = size
         self._clock = clock

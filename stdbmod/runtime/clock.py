@@ -7,6 +7,7 @@ import threading
 import time
 from typing import Protocol
 
+from ..errors import InvalidValue
 from ..types import TimeDuration, Timestamp, trusted_micros
 
 
@@ -33,7 +34,7 @@ class ManualClock:
         """Move forward by a duration or a number of seconds."""
         step = by if isinstance(by, TimeDuration) else TimeDuration.from_seconds(by)
         if step.micros < 0:
-            raise ValueError("a clock does not go backwards")
+            raise InvalidValue("a clock does not go backwards")
         with self._lock:
             self._now = self._now + step
         return self._now
@@ -41,5 +42,5 @@ class ManualClock:
     def set(self, to: Timestamp) -> None:
         with self._lock:
             if to < self._now:
-                raise ValueError("a clock does not go backwards")
+                raise InvalidValue("a clock does not go backwards")
             self._now = to

@@ -8,7 +8,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import SenderError
+from ..errors import NoSuchAttribute, SenderError
 from ..module import Module
 from ..types import ConnectionId, Identity, Timestamp
 from .tables import DbView
@@ -69,7 +69,7 @@ class ReducerContext:
         return f"ReducerContext(reducer={self.reducer!r}, sender={self.sender!s}, timestamp={self.timestamp!r})"
 
     def __getattr__(self, name: str) -> Any:
-        raise AttributeError(f"ReducerContext has no {name!r}")
+        raise NoSuchAttribute(f"ReducerContext has no {name!r}")
 
 
 class ContextFactory:

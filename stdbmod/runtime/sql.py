@@ -386,7 +386,7 @@ def _conjuncts(node: exp.Expression | None) -> Iterator[exp.Expression]:
         yield node
 
 
-def _candidates(handle: TableHandle, q: Query) -> Iterator[Any]:
+def _candidates(handle: TableHandle[Any], q: Query) -> Iterator[Any]:
     """Rows that may match: through an index when WHERE pins an indexed column, else all."""
     t = q.table
     for c in _conjuncts(q.where):

@@ -11,18 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
 from ..codec import msgpack_encoder
-from ..errors import KeyTooLarge, NoSuchTable, RowNotFound, UniqueConstraintViolation
+from ..errors import InvalidValue, KeyTooLarge, NoSuchAttribute, NoSuchTable, RowNotFound, UniqueConstraintViolation, WrongType
 from ..keys import MAX_KEY_SIZE, encode_key, encode_value, prefix_end
 from ..schema import IndexDef, TableDef
 from . import spaces
 from .transaction import TxView
 
 _astuple = msgspec.structs.astuple
+R = TypeVar("R", bound=msgspec.Struct)  # a table's row type
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def key_bounds(spec: Any, columns: int) -> tuple[bytes, bytes | None]:
     last element may be a Range."""
     parts = spec if isinstance(spec, tuple) else (spec,)
     if len(parts) > columns:
-        raise ValueError(f"the index has {columns} columns, the filter gives {len(parts)}")
+        raise InvalidValue(f"the index has {columns} columns, the filter gives {len(parts)}")
     rng = parts[-1] if parts and isinstance(parts[-1], Range) else None
     prefix = encode_key(parts[:-1] if rng is not None else parts)
     if rng is None:
@@ -59,8 +60,9 @@ def key_bounds(spec: Any, columns: int) -> tuple[bytes, bytes | None]:
     return start, stop
 
 
-class TableHandle:
-    """One table, seen through the current transaction."""
+class TableHandle(Generic[R]):
+    """One table, seen through the current transaction. `ctx.db.<table>` is a handle of rows of
+    any type; `ctx.db.of(RowType)` the same handle, typed for editors and type checkers."""
 
     def __init__(self, view: TxView, table: TableDef) -> None:
         self._view = view
@@ -78,8 +80,8 @@ class TableHandle:
         """The table's declaration (name, columns, indexes)."""
         return self._t
 
-    def _decode(self, raw: bytes) -> Any:
-        row = self._t.decoder.decode(raw)
+    def _decode(self, raw: bytes) -> R:
+        row: R = self._t.decoder.decode(raw)
         self._last_raw, self._last_vals = raw, _astuple(row)
         return row
 
@@ -89,15 +91,15 @@ class TableHandle:
             return self._last_vals
         return _astuple(self._t.decoder.decode(raw))
 
-    def _row_at(self, pk_key: bytes) -> Any:
+    def _row_at(self, pk_key: bytes) -> R | None:
         raw = self._view.get_row(self._t, pk_key)
         return None if raw is None else self._decode(raw)
 
     def _check_type(self, row: Any) -> None:
         if type(row) is not self._t.row_type:
-            raise TypeError(f"table {self._t.name} holds {self._t.row_type.__name__} rows, not {type(row).__name__}")
+            raise WrongType(f"table {self._t.name} holds {self._t.row_type.__name__} rows, not {type(row).__name__}")
 
-    def insert(self, row: Any) -> Any:
+    def insert(self, row: R) -> R:
         """Insert `row`; returns it with an auto_inc primary key filled in. A duplicate unique
         value raises UniqueConstraintViolation; an identical row already present is a no-op."""
         t = self._t
@@ -132,7 +134,7 @@ class TableHandle:
             if self._view.txn.get(spaces.index(self._t.name, ix.name), key) is not None:
                 raise UniqueConstraintViolation(self._t.name, ix.name, vals[ix.positions[0]])
 
-    def _replace(self, pk_key: bytes, old_raw: bytes, row: Any) -> Any:
+    def _replace(self, pk_key: bytes, old_raw: bytes, row: R) -> R:
         """Overwrite the row at pk_key with `row` (same primary key)."""
         old_vals = self._vals_of(old_raw)
         vals = _astuple(row)
@@ -147,16 +149,16 @@ class TableHandle:
         self._view.write_row(self._t, pk_key, old, None, self._vals_of(old), None)
         return True
 
-    def delete(self, row: Any) -> bool:
+    def delete(self, row: R) -> bool:
         """Delete the row with `row`'s primary key; whether one was there."""
         self._check_type(row)
         return self._delete_at(encode_value(_astuple(row)[self._t.pk_position]))
 
-    def iter(self) -> Iterator[Any]:
+    def iter(self) -> Iterator[R]:
         for _, raw in self._view.txn.scan(self._space):
             yield self._decode(raw)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[R]:
         return self.iter()
 
     def count(self) -> int:
@@ -177,15 +179,15 @@ class TableHandle:
             ix = t.indexes[name]
             acc = UniqueColumn(self, ix) if ix.unique else BTreeIndex(self, ix)
         else:
-            raise AttributeError(f"table {t.name} has no column or index {name!r} with an index on it")
+            raise NoSuchAttribute(f"table {t.name} has no column or index {name!r} with an index on it")
         self.__dict__[name] = acc
         return acc
 
 
-class BTreeIndex:
+class BTreeIndex(Generic[R]):
     """A btree index on one or more columns: filter by value, prefix or range."""
 
-    def __init__(self, handle: TableHandle, ix: IndexDef, primary: bool = False) -> None:
+    def __init__(self, handle: TableHandle[R], ix: IndexDef, primary: bool = False) -> None:
         self._h = handle
         self._ix = ix
         self._primary = primary
@@ -198,7 +200,7 @@ class BTreeIndex:
         for key, value in txn.scan(self._space, start, stop, reverse):
             yield key if self._primary else value
 
-    def filter(self, spec: Any, *, reverse: bool = False) -> Iterator[Any]:
+    def filter(self, spec: Any, *, reverse: bool = False) -> Iterator[R]:
         """Rows whose indexed columns match `spec` (a value, a `Range`, or a tuple prefix whose
         last element may be a `Range`), in index order."""
         if self._primary:
@@ -221,7 +223,7 @@ class BTreeIndex:
         return sum(self._h._delete_at(k) for k in keys)
 
 
-class UniqueColumn(BTreeIndex):
+class UniqueColumn(BTreeIndex[R]):
     """The primary key or a unique column: find, update, delete by value."""
 
     def _pk_key_of(self, value: Any) -> bytes | None:
@@ -230,7 +232,7 @@ class UniqueColumn(BTreeIndex):
             return key
         return self._h._view.txn.get(self._space, key)
 
-    def find(self, value: Any) -> Any:
+    def find(self, value: Any) -> R | None:
         """The row with this value, or None."""
         pk_key = self._pk_key_of(value)
         return None if pk_key is None else self._h._row_at(pk_key)
@@ -243,7 +245,7 @@ class UniqueColumn(BTreeIndex):
             return False
         return self._primary is False or self._h._view.get_row(self._h._t, pk_key) is not None
 
-    def update(self, row: Any) -> Any:
+    def update(self, row: R) -> R:
         """Replace the row that has `row`'s value in this column; raises RowNotFound if none."""
         h = self._h
         h._check_type(row)
@@ -267,12 +269,12 @@ class UniqueColumn(BTreeIndex):
 # --- for the runtime's own jobs (firing schedule rows, replaying changes) --------------------------
 
 
-def decode_row(handle: TableHandle, raw: bytes) -> Any:
+def decode_row(handle: TableHandle[R], raw: bytes) -> R:
     """A stored row of `handle`'s table, remembered so that deleting it decodes nothing again."""
     return handle._decode(raw)
 
 
-def delete_at(handle: TableHandle, pk_key: bytes) -> bool:
+def delete_at(handle: TableHandle[Any], pk_key: bytes) -> bool:
     """Delete the row stored under `pk_key`; whether there was one."""
     return handle._delete_at(pk_key)
 
@@ -283,14 +285,14 @@ class DbView:
     def __init__(self, view: TxView, tables: dict[str, TableDef]) -> None:
         self._view = view
         self._tables = tables
-        self._handles: list[TableHandle] = []
+        self._handles: list[TableHandle[Any]] = []
 
-    def __getattr__(self, name: str) -> TableHandle:
+    def __getattr__(self, name: str) -> TableHandle[Any]:
         try:
             table = self._tables[name]
         except KeyError:
             raise NoSuchTable(f"no table named {name!r}") from None
-        handle = TableHandle(self._view, table)
+        handle: TableHandle[Any] = TableHandle(self._view, table)
         self.__dict__[name] = handle
         self._handles.append(handle)
         return handle
@@ -303,5 +305,14 @@ class DbView:
         for handle in self._handles:
             handle._view = view
 
-    def table(self, name: str) -> TableHandle:
+    def table(self, name: str) -> TableHandle[Any]:
         return getattr(self, name)  # type: ignore[no-any-return]
+
+    def of(self, row_type: type[R]) -> TableHandle[R]:
+        """The table of `row_type` rows, typed: `ctx.db.of(Task).insert(task)` takes and returns
+        a `Task` for editors and type checkers (`ctx.db.task` is the same handle, untyped). A row
+        type declared as several tables is the first of them; name the others."""
+        for table in self._tables.values():
+            if table.row_type is row_type:
+                return getattr(self, table.name)  # type: ignore[no-any-return]
+        raise NoSuchTable(f"no table holds {row_type.__name__} rows")

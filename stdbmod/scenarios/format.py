@@ -1,7 +1,7 @@
 """The scenario file format: msgspec Structs decoded from TOML (or JSON).
 
     name = "retries back off"
-    module = "retry"                       # or an import path / .py file (see loader.py)
+    module = "retry"                       # or a module spec, as the CLI takes it (local/modspec.py)
     identities = ["owner", "alice"]        # "owner" publishes the database
     start = 2026-01-01T00:00:00Z
 

@@ -113,9 +113,6 @@ class Storage(ABC):
         """A consistent copy of the whole store at `path` (a backend may not support it)."""
         raise NotImplementedError(f"{type(self).__name__} cannot copy itself")
 
-    def sync(self) -> None:
-        """Flush to disk anything a non-durable mode left in memory."""
-
     # --- several processes on one store (PostgreSQL); an embedded store has one -------------
 
     def lead(self) -> bool:

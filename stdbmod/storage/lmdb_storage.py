@@ -96,9 +96,6 @@ class _LmdbRead(ReadTxn):
         self._txn = txn
         self._gate = gate  # read transactions only: released when the transaction ends
 
-    def _db(self, space: str) -> Any:
-        return self._s._dbs.get(space)
-
     def get(self, space: str, key: bytes) -> bytes | None:
         db = self._s._dbs.get(space)
         if db is None:
@@ -173,7 +170,6 @@ class _LmdbRead(ReadTxn):
             self._txn = None
             if self._gate is not None:
                 self._gate.leave()
-
 
 
 class _LmdbSnapshot(_LmdbRead):
@@ -403,10 +399,6 @@ class LmdbStorage(Storage):
             finally:
                 self._gate.leave()
             self._adopt_map_size()
-
-    def sync(self) -> None:
-        with _translated():
-            self._env.sync(True)
 
     def close(self) -> None:
         if not self._closed:

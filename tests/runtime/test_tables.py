@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from stdbmod import Database, Identity, Index, Module, PrimaryKey, Range, ReducerContext, Unique
-from stdbmod.errors import KeyTooLarge, RowNotFound, UniqueConstraintViolation
+from stdbmod.errors import KeyTooLarge, NoSuchTable, RowNotFound, UniqueConstraintViolation
 from tests.conftest import OWNER
 
 m = Module("tables")
@@ -185,3 +185,13 @@ def test_unknown_table_or_column(db: Database) -> None:
 
 def test_the_owner_fixture_is_not_the_sender(db: Database) -> None:
     assert db.owner == OWNER
+
+
+def test_a_typed_handle_by_row_type_is_the_same_table(db: Database) -> None:
+    """`ctx.db.of(Item)` is `ctx.db.item`, typed for editors (insert takes and returns an Item)."""
+    assert q(db, "result = db.of(Item) is db.item and db.of(Item).insert(Item(0, 'typed', ctx.sender, 'x', 1)).id") == 6
+    with db.read() as view:
+        row: Item | None = view.db.of(Item).sku.find("typed")
+        assert row is not None and row.kind == "x"
+        with pytest.raises(NoSuchTable, match="no table holds Range rows"):
+            view.db.of(Range)  # type: ignore[type-var]
