@@ -14,7 +14,6 @@ import resource
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from typing import Annotated
 

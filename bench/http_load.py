@@ -132,12 +132,12 @@ async def _batch_worker(port: int, token: str, jobs: int, k: int, batch: int) ->
     try:
         for first in range(0, jobs, batch):
             n = min(batch, jobs - first)
-            items = ",".join('{"job_type": "bench", "payload": {"n": %d}}' % (first + i) for i in range(n))
+            items = ",".join('{"job_type": "bench", "payload": {"n": %d}}' % (first + i) for i in range(n))  # noqa: UP031 (JSON's braces)
             await c.post(p + b"/jobs/enqueue_many", b'{"jobs": [%s]}' % items.encode())
             got = _jobs_decoder.decode(await c.post(p + b"/jobs/claim_many", b'{"limit": %d, "worker_id": "w%d"}' % (n, k)))
             if len(got.jobs) != n:
                 raise RuntimeError(f"claim_many took {len(got.jobs)} of {n}, though every worker enqueues before it claims")
-            done = ",".join('{"id": %d, "result": {"ok": true}}' % j.id for j in got.jobs)
+            done = ",".join('{"id": %d, "result": {"ok": true}}' % j.id for j in got.jobs)  # noqa: UP031 (JSON's braces)
             await c.post(p + b"/jobs/complete_many", b'{"jobs": [%s]}' % done.encode())
     finally:
         transport.close()

@@ -101,11 +101,13 @@ def run(sizes: Sizes, base_dir: str | None, only: list[str] | None, log: Callabl
     log(f"job queue module: {jq}")
 
     log("raw LMDB")
-    raw_one = b.throughput(LIFE, "raw LMDB, 1 transaction per step", lambda d: raw_lmdb.minimal_queue(d, s.raw_one, 1), "ceiling: a hand-written queue, 2 syncs per commit")
-    raw_100 = b.throughput(LIFE, "raw LMDB, 100 jobs per transaction", lambda d: raw_lmdb.minimal_queue(d, s.raw_batch, 100), "ceiling for group commit")
+    b.throughput(
+        LIFE, "raw LMDB, 1 transaction per step", lambda d: raw_lmdb.minimal_queue(d, s.raw_one, 1), "ceiling: a hand-written queue, 2 syncs per commit"
+    )
+    b.throughput(LIFE, "raw LMDB, 100 jobs per transaction", lambda d: raw_lmdb.minimal_queue(d, s.raw_batch, 100), "ceiling for group commit")
 
     log("stdbmod in process")
-    single = b.throughput(LIFE, "stdbmod in process, one call at a time", lambda d: inproc.single(d, s.single), f"module: {jq}")
+    b.throughput(LIFE, "stdbmod in process, one call at a time", lambda d: inproc.single(d, s.single), f"module: {jq}")
     threads = b.throughput(LIFE, "stdbmod in process, 16 threads (group commit)", lambda d: inproc.threaded(d, s.group, 16))
     batch = b.throughput(LIFE, "stdbmod in process, call_many of 100 (group commit)", lambda d: inproc.batched(d, s.group, 100))
     b.throughput(LIFE, "stdbmod in process, batch reducers of 100 (not group commit)", lambda d: inproc.batch_reducers(d, s.group, 100),
@@ -264,7 +266,8 @@ def extras_depth(b: Bench, s: Sizes) -> dict[int, dict[str, float]]:
                               note=f"p99 {m['claim_p99_ms']:.2f} ms; {s.claims} durable claims per depth, depths round-robin in one process"))
             b.rows.append(Row(sec, f"claim CPU time p50, {jobs:,} queued", "ms", [m["claim_cpu_p50_ms"]],
                               note=f"p99 {m['claim_cpu_p99_ms']:.2f} ms; the claiming thread's CPU (thread_time), no disk wait"))
-            b.rows.append(Row(sec, f"peak RSS, {jobs:,} queued", "MiB", [m["peak_rss_mib"]], note="build + claims in a fresh process; includes LMDB's mapped pages"))
+            note = "build + claims in a fresh process; includes LMDB's mapped pages"
+            b.rows.append(Row(sec, f"peak RSS, {jobs:,} queued", "MiB", [m["peak_rss_mib"]], note=note))
             b.rows.append(Row(sec, f"size on disk per job, {jobs:,} queued", "bytes", [m["bytes_per_job"]],
                               note=f"data.mdb / jobs; built in {m['build_s']:.1f}s (fsync off for the build)"))
     name = "size on disk per job after the lifecycle"
@@ -317,7 +320,9 @@ def extras_replay(b: Bench, s: Sizes) -> None:
         return m["apply"]
 
     b.log("  replay ...")
-    apply = Row(sec, "replay: apply row changes", "records/s", repeat(s.reps, one, b.base), note=f"log of {s.replay} lifecycles ({int(runs[0]['records'])} records), state hash checked")
+    rates = repeat(s.reps, one, b.base)  # fills `runs`, which the note reads
+    note = f"log of {s.replay} lifecycles ({int(runs[0]['records'])} records), state hash checked"
+    apply = Row(sec, "replay: apply row changes", "records/s", rates, note=note)
     reexec = Row(sec, "replay: re-execute reducers", "records/s", [m["reexecute"] for m in runs], note="same log, same check")
     b.rows += [apply, reexec]
 

@@ -278,6 +278,12 @@ def _resolve(annotation: Any, globalns: dict[str, Any], localns: dict[str, Any])
     return typing.get_type_hints(holder, globalns, localns, include_extras=True)["hint"]
 
 
+def _default_of(f: msgspec.structs.FieldInfo) -> Any:
+    if f.required:
+        return inspect.Parameter.empty
+    return f.default if f.default is not msgspec.NODEFAULT else msgspec.field(default_factory=f.default_factory)
+
+
 def build_reducer(
     func: Callable[..., Any], kind: ReducerKind, name: str | None = None, localns: dict[str, Any] | None = None, *, spread: bool = False
 ) -> ReducerDef:
@@ -308,8 +314,5 @@ def build_reducer(
     struct = out[0][1] if len(out) == 1 else None
     if not (isinstance(struct, type) and issubclass(struct, msgspec.Struct)):
         raise SchemaError(f"reducer {rname}: spread=True needs one parameter after the context, a msgspec.Struct")
-    fields = [
-        (f.name, f.type, inspect.Parameter.empty if f.required else (f.default if f.default is not msgspec.NODEFAULT else msgspec.field(default_factory=f.default_factory)))
-        for f in msgspec.structs.fields(struct)
-    ]
+    fields = [(f.name, f.type, _default_of(f)) for f in msgspec.structs.fields(struct)]
     return ReducerDef(rname, func, kind, fields, spread=struct)

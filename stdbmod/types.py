@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 import blake3
 import msgspec
@@ -194,7 +194,7 @@ class TimeDuration(_Micros):
         return f"TimeDuration({self.micros})"
 
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 class Timestamp(_Micros):
@@ -217,7 +217,7 @@ class Timestamp(_Micros):
         except ValueError:
             raise InvalidValue(f"not an RFC 3339 timestamp: {text!r}") from None
         if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.timezone.utc)
+            value = value.replace(tzinfo=_dt.UTC)
         return cls.from_datetime(value)
 
     def to_datetime(self) -> _dt.datetime:
@@ -254,4 +254,4 @@ class Every(msgspec.Struct, frozen=True, tag="interval"):
     interval: TimeDuration
 
 
-ScheduleAt = Union[At, Every]
+ScheduleAt = At | Every

@@ -41,7 +41,7 @@ def test_values_are_immutable_and_hashable() -> None:
 
 def test_timestamp_arithmetic_and_parsing() -> None:
     t = Timestamp.parse("2026-01-01T00:00:00Z")
-    assert t.to_datetime() == dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    assert t.to_datetime() == dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     assert t + TimeDuration.from_seconds(1.5) == Timestamp(t.micros + 1_500_000)
     assert (t + TimeDuration(10)) - t == TimeDuration(10)
     assert Timestamp.parse(t.isoformat()) == t

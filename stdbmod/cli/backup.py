@@ -17,6 +17,7 @@ from ..local.transfer import copy_between
 from ..runtime import backup_directory
 from .options import CommandError
 
+
 @click.command(name="backup")
 @click.option("--data", "data", required=True, metavar="DIR", type=click.Path(file_okay=False, path_type=str), help="The database directory.")
 @click.argument("dest", metavar="DEST", type=click.Path(file_okay=False, path_type=str))

@@ -7,8 +7,8 @@ from typing import Any, TypeVar
 
 import click
 
-from ..types import Identity
 from ..local import identity
+from ..types import Identity
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..local.publish import module_to_publish, publish as publish_directory
+from ..local.publish import module_to_publish
+from ..local.publish import publish as publish_directory
 from .options import json_option
 from .render import print_json, print_record
 

@@ -10,9 +10,9 @@ import click
 import msgspec
 
 from .. import codec
+from ..local.datadir import open_database
 from ..runtime import CommitRecord, Database, LogLine
 from ..types import ConnectionId, Identity, Timestamp
-from ..local.datadir import open_database
 from .options import as_option, caller, data_option, json_option, module_option
 from .render import Column, console, print_json, print_table
 

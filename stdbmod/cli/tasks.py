@@ -11,12 +11,12 @@ from typing import Any, TypeVar
 
 import click
 
+from ..local.datadir import open_database
 from ..retry import queries
 from ..retry.errors import InvalidArgument
 from ..retry.limits import MAX_HISTORY_CAP, MAX_PER_PAGE
 from ..runtime import Database
 from ..types import Identity
-from ..local.datadir import open_database
 from .options import (
     CommandError,
     as_option,
@@ -85,7 +85,9 @@ def tasks() -> None:
 @click.option("--job-type", default=None)
 @click.option("--page", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--per-page", type=click.IntRange(min=1, max=MAX_PER_PAGE), default=50, show_default=True)
-def list_(data: str, module: str | None, as_: str | None, as_json: bool, status: str | None, queue: str | None, job_type: str | None, page: int, per_page: int) -> None:
+def list_(
+    data: str, module: str | None, as_: str | None, as_json: bool, status: str | None, queue: str | None, job_type: str | None, page: int, per_page: int
+) -> None:
     """Tasks, filtered by status, queue and job type."""
     with _db(data, module, as_) as (db, who, q):
         result = q.list_tasks(db, who, status=status, queue=queue, job_type=job_type, page=page, per_page=per_page)

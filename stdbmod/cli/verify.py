@@ -19,9 +19,9 @@ from typing import Any, cast
 import click
 from lmdb import verify as lmdb_verify
 
-from ..runtime import CommitRecord, Database, apply_changes, spaces
 from ..local import place
 from ..local.datadir import module_for, open_database
+from ..runtime import CommitRecord, Database, apply_changes, spaces
 from .options import FailedError, data_option, json_option, module_option
 from .render import console, print_json, print_record, progress
 

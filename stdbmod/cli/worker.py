@@ -94,7 +94,9 @@ def _summary(stats: WorkerStats) -> str:
 @click.option("--concurrency", "-c", type=click.IntRange(1, 1000), default=None, help="Jobs at once (default 8).")
 @click.option("--queue", "-q", "queues", multiple=True, metavar="NAME", help="Claim from this queue; repeat for several, taken in turn (default: default).")
 @click.option("--all-queues", is_flag=True, help="Claim from every queue.")
-@click.option("--lease", type=click.IntRange(1, 30 * 86_400), default=None, metavar="SECONDS", help="The lease each claim takes (default 60), renewed by heartbeats.")
+@click.option(
+    "--lease", type=click.IntRange(1, 30 * 86_400), default=None, metavar="SECONDS", help="The lease each claim takes (default 60), renewed by heartbeats."
+)
 @click.option("--grace", type=click.FloatRange(0), default=None, metavar="SECONDS", help="On SIGTERM/SIGINT, how long running jobs may finish (default 30).")
 @click.option("--worker-id", default=None, help="The claimed_by name the server records (default host-pid).")
 @click.option("--burst", is_flag=True, help="Stop once nothing is ready and nothing runs.")

@@ -235,7 +235,9 @@ class AsyncClient:
     async def get(self, job_id: int) -> Job:
         return await self.send(calls.get(job_id))
 
-    async def list_jobs(self, status: str | None = None, *, queue: str | None = None, job_type: str | None = None, page: int = 1, per_page: int = 50) -> JobPage:
+    async def list_jobs(
+        self, status: str | None = None, *, queue: str | None = None, job_type: str | None = None, page: int = 1, per_page: int = 50
+    ) -> JobPage:
         return await self.send(calls.list_jobs(status, queue, job_type, page, per_page))
 
     async def claim(self, queue: str | None = None, *, worker_id: str | None = None, lease_seconds: int | None = None) -> Job | None:

@@ -24,7 +24,6 @@ import msgspec
 from .errors import BadRequest, ClientError, Conflict, NotFound
 from .failures import describe, headline
 from .jobcontext import JobContext, _current
-from .retrying import persist
 from .types import Job
 
 if TYPE_CHECKING:
@@ -137,7 +136,8 @@ class Execution:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.runner.persist(lambda: self.runner.client.heartbeat(self.job.id, lease_seconds=s.lease_seconds, attempt=self.job.attempts), budget=interval)
+                beat = lambda: self.runner.client.heartbeat(self.job.id, lease_seconds=s.lease_seconds, attempt=self.job.attempts)  # noqa: E731
+                await self.runner.persist(beat, budget=interval)
             except (Conflict, NotFound) as e:
                 self.context.lease_lost.set()
                 self.lost.set()

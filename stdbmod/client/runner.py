@@ -126,7 +126,7 @@ class Runner:
             want = free - len(got)
             if want <= 0:
                 break
-            claimed = await self._interruptible(lambda: self._claim(queue, want))
+            claimed = await self._interruptible(lambda: self._claim(queue, want))  # noqa: B023 (awaited in this iteration)
             if claimed is None:
                 return None
             got += claimed

@@ -3,8 +3,8 @@
     from stdbmod.http import create_app, load_or_create_key, serve
 """
 
-from .app import create_app
 from ..local.tokens import Claims, InvalidToken, SigningKey, load_or_create_key
+from .app import create_app
 from .context import ServerContext
 from .errors import HttpError
 from .serve import ServeError, serve

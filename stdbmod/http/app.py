@@ -22,9 +22,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..errors import StdbError, StoragePanic
+from ..local.tokens import SigningKey
 from ..runtime import Database, Scheduler
 from . import errors, inputs, openapi, routes_jobs, routes_v1
-from ..local.tokens import SigningKey
 from .context import ServerContext
 from .render import json_response
 from .routing import Endpoint, build_routes

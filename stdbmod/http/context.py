@@ -16,10 +16,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from ..errors import StdbError
+from ..local.tokens import InvalidToken, SigningKey
 from ..runtime import Database
 from ..types import ConnectionId, Identity
 from . import inputs
-from ..local.tokens import InvalidToken, SigningKey
 from .errors import HttpError
 from .tokencache import VerifiedTokens
 

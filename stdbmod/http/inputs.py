@@ -4,7 +4,7 @@ strings decoded into the Structs of `wire`, and the bearer token."""
 from __future__ import annotations
 
 from collections.abc import Hashable
-from functools import lru_cache
+from functools import cache
 from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl
 
@@ -61,12 +61,12 @@ async def read_body(request: Request, limit: int) -> bytes:
         chunks.append(chunk)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _decoder(typ: Hashable) -> msgspec.json.Decoder[Any]:
     return codec.json_decoder(typ)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _int_fields(typ: Hashable) -> dict[str, Any]:
     """Where Struct `typ` may hold an integer (and not any JSON value): field -> True, or, for a
     list of Structs (a batch body), field -> the same map for its items."""

@@ -77,7 +77,7 @@ async def logs(ctx: ServerContext, request: Request) -> Response:
         raise HttpError(403, "only the database's owner may read its logs")
     q = inputs.query(request, wire.LogsQuery)
     lines = await run_in_threadpool(db.logs, q.num_lines)
-    return json_response(wire.Logs(lines=[wire.LogLineOut(l.offset, l.timestamp, l.level, l.reducer, l.message) for l in lines]))
+    return json_response(wire.Logs(lines=[wire.LogLineOut(line.offset, line.timestamp, line.level, line.reducer, line.message) for line in lines]))
 
 
 _DB = "/v1/database/{db}"

@@ -47,7 +47,8 @@ class ClaimBody(msgspec.Struct, forbid_unknown_fields=True):
     lease_seconds: Seconds | None = None
 
 
-Attempt = Annotated[int, Meta(ge=1, le=limits.MAX_ATTEMPTS_LIMIT, description="the claim this report is for (the claimed job's `attempts`): fences a stale process that shares the identity")]
+_ATTEMPT = "the claim this report is for (the claimed job's `attempts`): fences a stale process that shares the identity"
+Attempt = Annotated[int, Meta(ge=1, le=limits.MAX_ATTEMPTS_LIMIT, description=_ATTEMPT)]
 
 
 class CompleteBody(msgspec.Struct, forbid_unknown_fields=True):

@@ -48,7 +48,7 @@ ALIASES = {
     "@hourly": "0 * * * *",
 }
 MAX_CRON_CHARS = 200
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _ONE_SECOND = dt.timedelta(seconds=1)
 # A walk of instants never takes more steps than this (an every-minute job down for a year has
 # half a million missed instants; we never list them one by one).
@@ -88,7 +88,7 @@ def time_zone(name: str) -> dt.tzinfo:
 @lru_cache(maxsize=256)
 def _zone(name: str) -> dt.tzinfo:
     if name == "UTC":
-        return dt.timezone.utc
+        return dt.UTC
     try:
         return ZoneInfo(name)
     except ZoneInfoNotFoundError:

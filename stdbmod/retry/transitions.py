@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from ..runtime import Range, ReducerContext
-from ..types import At, Timestamp, TimeDuration
+from ..types import At, TimeDuration, Timestamp
 from .errors import InvalidArgument, InvalidTransition
 from .limits import (
     DEFAULT_BACKOFF_SECONDS,

@@ -27,7 +27,6 @@ from ..errors import (
     CallError,
     DatabaseNotFound,
     NoSuchReducer,
-    SchemaMismatch,
     StdbError,
     StorageError,
 )
@@ -324,7 +323,8 @@ class Database:
 
     def disconnect(self, sender: Identity, connection_id: ConnectionId) -> None:
         """Close a connection: runs `client_disconnected`; a failure there is only logged."""
-        job = LifecycleJob(kind="disconnect", reducer="client_disconnected", sender=sender, connection_id=connection_id, hooks=self.module.lifecycle["client_disconnected"])
+        hooks = self.module.lifecycle["client_disconnected"]
+        job = LifecycleJob(kind="disconnect", reducer="client_disconnected", sender=sender, connection_id=connection_id, hooks=hooks)
         try:
             self._wait(self._submit(job))
         except StdbError:

@@ -56,8 +56,8 @@ def _reexec_job(db: Database, r: CommitRecord) -> Job:
     ts = Timestamp(r.timestamp)
     if r.kind == "call":
         rdef = db.module.reducers[r.reducer]
-        args = rdef.msgpack_decoder.decode(r.args)
-        return CallJob(kind="call", reducer=r.reducer, sender=sender, connection_id=conn, timestamp=ts, args_bytes=r.args, reducer_def=rdef, args=msgspec.structs.astuple(args))
+        args = msgspec.structs.astuple(rdef.msgpack_decoder.decode(r.args))
+        return CallJob(kind="call", reducer=r.reducer, sender=sender, connection_id=conn, timestamp=ts, args_bytes=r.args, reducer_def=rdef, args=args)
     if r.kind in ("init", "connect", "disconnect"):
         hook_kind = {"init": "init", "connect": "client_connected", "disconnect": "client_disconnected"}[r.kind]
         before = None
@@ -67,7 +67,8 @@ def _reexec_job(db: Database, r: CommitRecord) -> Job:
             def before(tx: Transaction, raw: bytes = meta_raw) -> None:
                 tx.wtxn.put(spaces.META, b"meta", raw)
 
-        return LifecycleJob(kind=r.kind, reducer=r.reducer, sender=sender, connection_id=conn, timestamp=ts, hooks=db.module.lifecycle[hook_kind], before=before)
+        hooks = db.module.lifecycle[hook_kind]
+        return LifecycleJob(kind=r.kind, reducer=r.reducer, sender=sender, connection_id=conn, timestamp=ts, hooks=hooks, before=before)
     return ScheduledJob(kind=r.kind, reducer=r.reducer, sender=sender, timestamp=ts, schedule_row=r.schedule_row, cleanup=r.kind == "schedule_cleanup")
 
 

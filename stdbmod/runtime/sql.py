@@ -32,9 +32,8 @@ from typing import Any
 
 import msgspec
 import sqlglot
-from sqlglot import exp
+from sqlglot import Token, TokenType, exp
 from sqlglot.dialects.postgres import Postgres
-from sqlglot import Token, TokenType
 
 from .. import codec
 from ..errors import CallError, PermissionDenied

@@ -204,7 +204,7 @@ class BTreeIndex(Generic[R]):
         """Rows whose indexed columns match `spec` (a value, a `Range`, or a tuple prefix whose
         last element may be a `Range`), in index order."""
         if self._primary:
-            for key, raw in self._h._view.txn.scan(self._space, *key_bounds(spec, 1), reverse):
+            for _, raw in self._h._view.txn.scan(self._space, *key_bounds(spec, 1), reverse):
                 yield self._h._decode(raw)
             return
         for pk_key in self._pk_keys(spec, reverse):

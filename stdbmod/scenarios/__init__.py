@@ -5,8 +5,8 @@
     assert report.passed, report.failure
 """
 
-from .format import Scenario, ScenarioFormatError, decode, load
 from ..local.modspec import LoadedModule, ModuleSpecError, load_module
+from .format import Scenario, ScenarioFormatError, decode, load
 from .runner import Report, StepResult, identity_of, run
 
 __all__ = [

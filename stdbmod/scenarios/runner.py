@@ -13,10 +13,10 @@ from typing import Any, Literal
 import msgspec
 
 from ..errors import StdbError
+from ..local.modspec import LoadedModule, load_module
 from ..runtime import Database, ManualClock
 from ..types import Identity, Timestamp
 from . import format as f
-from ..local.modspec import LoadedModule, load_module
 from .scripting import HandlerScript
 from .values import Resolver, column_types, field_mismatches, project, same
 
@@ -254,7 +254,8 @@ class _Run:
 
         entries = queries.history(self.db, self.ids[step.as_], limit=1_000_000)
         cols = sorted({k for e in step.entries for k in e})
-        found = "[" + ", ".join(project(e, cols, self.resolve) for e in entries[: max(len(step.entries), 1) + 2]) + (", ..." if len(entries) > len(step.entries) + 3 else "") + "]"
+        shown = ", ".join(project(e, cols, self.resolve) for e in entries[: max(len(step.entries), 1) + 2])
+        found = "[" + shown + (", ..." if len(entries) > len(step.entries) + 3 else "") + "]"
         if step.count is not None and len(entries) != step.count:
             raise StepFailed(f"expected {step.count} history entries, found {len(entries)}")
         if step.match == "exact" and step.entries and len(entries) != len(step.entries):

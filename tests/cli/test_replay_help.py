@@ -31,7 +31,8 @@ def test_replay_a_failing_scenario_exits_1(invoke: Invoke, tmp_path: Path) -> No
         '[[steps]]\ndo = "expect_count"\ntable = "account"\ncount = 1\n'
     )
     r = invoke("replay", str(SCENARIOS / "bank.toml"), str(bad), code=1)
-    assert "FAIL   2 expect rows of account (exact) — expected a row {balance=6} in account, found [{balance=5}] (closest: balance: expected 6, found 5)" in r.stdout
+    expected = "expected a row {balance=6} in account, found [{balance=5}] (closest: balance: expected 6, found 5)"
+    assert f"FAIL   2 expect rows of account (exact) — {expected}" in r.stdout
     assert "skip   3 expect 1 row(s) in account" in r.stdout
     assert "2 scenario(s)" in r.stdout and "1 passed, 1 failed" in r.stdout
     assert r.stderr.startswith("Error: 1 scenario(s) failed; first: ")

@@ -14,7 +14,8 @@ import pytest
 from stdbmod import Database, Identity, SenderError
 from stdbmod.examples.bank import bank
 
-from .conftest import ROOT, cli_env as _env, stdbmod
+from .conftest import ROOT, stdbmod
+from .conftest import cli_env as _env
 
 
 def test_publish_call_and_errors_in_a_real_process(tmp_path: Path) -> None:

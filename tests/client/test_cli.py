@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from stdbmod.cli.main import cli
-from stdbmod.cli.worker import resolve_token
 from stdbmod.cli.options import CommandError
+from stdbmod.cli.worker import resolve_token
 from tests.http.servers import ROOT, env
 
 from .conftest import World

@@ -37,8 +37,8 @@ from stdbmod.client import (
     ServerError,
     TransportError,
     Unauthorized,
+    calls,
 )
-from stdbmod.client import calls
 from stdbmod.errors import StdbError
 from tests.http.servers import free_port
 
@@ -89,7 +89,7 @@ def test_failures_the_dead_letter_tier_requeue_cancel_and_delete(world: World) -
 
 def test_batches(world: World) -> None:
     with world.client("worker") as w:
-        when = dt.datetime.fromtimestamp(world.clock.now().micros / 1e6 + 60, dt.timezone.utc)
+        when = dt.datetime.fromtimestamp(world.clock.now().micros / 1e6 + 60, dt.UTC)
         jobs = w.enqueue_many([NewJob("a", {"n": 1}), NewJob("b", queue="other", max_attempts=2), NewJob("c", run_after=when)])
         assert [j.job_type for j in jobs] == ["a", "b", "c"] and jobs[1].queue == "other" and jobs[1].max_attempts == 2
         assert jobs[2].run_after == int(when.timestamp() * 1000)

@@ -27,7 +27,7 @@ from tests.http.servers import Server, start_server
 from tests.reliability.invariants import TransitionChecker, retry_invariants
 
 from .conftest import World
-from .procs import DEADLINE, Files, WorkerProc, wait_for
+from .procs import Files, WorkerProc, wait_for
 
 
 @pytest.fixture

@@ -33,7 +33,8 @@ def main(base: str, token: str, admin_token: str, queue: str, worker_id: str) ->
             r = jobs.post(f"/jobs/{job['id']}/complete", json={"result": {"by": worker_id}})
         r.raise_for_status()
         done = r.json()
-        print(json.dumps({"event": "release", "worker": worker_id, "id": done["id"], "attempts": done["attempts"], "at": done["updated_at"], "status": done["status"]}), flush=True)
+        event = {"event": "release", "worker": worker_id, "id": done["id"], "attempts": done["attempts"], "at": done["updated_at"], "status": done["status"]}
+        print(json.dumps(event), flush=True)
     raise SystemExit("deadline passed with work left")
 
 

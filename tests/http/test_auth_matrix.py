@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 
 from stdbmod.local.tokens import AUDIENCE, LOCAL_ISSUER, SigningKey, load_or_create_key
 
-from .servers import Roles, Server, new_identity
+from .servers import Roles, Server
 
 BAD = ["no token", "garbage", "basic scheme", "empty bearer", "forged", "expired", "alg none", "wrong audience"]
 GOOD = ["plain", "worker", "admin", "owner"]

@@ -36,7 +36,8 @@ def test_concurrent_claimers(server: Server) -> None:
         tokens.append(token)
     with Jobs(server.base, roles.worker) as producer:
         # every fourth job fails once and comes straight back (backoff 0): it is claimed twice
-        expected = {producer.enqueue("work", queue=queue, backoff_seconds=0, payload={"fail_until": int(i % 4 == 0)})["id"]: int(i % 4 == 0) for i in range(JOBS)}
+        fail_untils = [int(i % 4 == 0) for i in range(JOBS)]
+        expected = {producer.enqueue("work", queue=queue, backoff_seconds=0, payload={"fail_until": f})["id"]: f for f in fail_untils}
 
     procs = [
         subprocess.Popen(

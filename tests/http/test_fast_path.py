@@ -6,19 +6,19 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
-
 import pytest
 from starlette.requests import ClientDisconnect, Request
 
 from stdbmod.http import inputs, render
+from stdbmod.http.errors import HttpError
 from stdbmod.http.serve import fast_stack
 
 from .servers import start_server
-from stdbmod.http.errors import HttpError
 
 
 def test_fast_stack_when_installed_else_the_pure_python_one(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,16 +47,16 @@ def test_serve_without_the_fast_stack_still_answers(tmp_path: Path, monkeypatch:
         server.stop()
 
 
-def _request(messages: list[dict[str, Any]], headers: list[tuple[bytes, bytes]] = []) -> Request:
+def _request(messages: list[dict[str, Any]], headers: Sequence[tuple[bytes, bytes]] = ()) -> Request:
     queue = list(messages)
 
     async def receive() -> dict[str, Any]:
         return queue.pop(0)
 
-    return Request({"type": "http", "method": "POST", "path": "/", "headers": headers, "query_string": b""}, receive)
+    return Request({"type": "http", "method": "POST", "path": "/", "headers": list(headers), "query_string": b""}, receive)
 
 
-def _read(messages: list[dict[str, Any]], limit: int = 100, headers: list[tuple[bytes, bytes]] = []) -> bytes:
+def _read(messages: list[dict[str, Any]], limit: int = 100, headers: Sequence[tuple[bytes, bytes]] = ()) -> bytes:
     return asyncio.run(inputs.read_body(_request(messages, headers), limit))
 
 
@@ -71,10 +71,10 @@ def test_read_body_joins_the_messages_and_checks_the_limit_as_they_arrive() -> N
         _read(big)
     assert e.value.status_code == 413
     with pytest.raises(HttpError) as e:  # a declared length over the limit is refused before reading
-        _read([], headers=[(b"content-length", b"101")])
+        _read([], headers=((b"content-length", b"101"),))
     assert e.value.status_code == 413
     with pytest.raises(HttpError) as e:
-        _read([], headers=[(b"content-length", b"-1")])
+        _read([], headers=((b"content-length", b"-1"),))
     assert e.value.status_code == 400
     with pytest.raises(ClientDisconnect):
         _read([{"type": "http.request", "body": b"ab", "more_body": True}, {"type": "http.disconnect"}])
@@ -100,8 +100,8 @@ def test_json_answers_have_starlettes_headers(status: int) -> None:
 
 
 def test_awaiting_the_writers_future() -> None:
-    from concurrent.futures import Future
     import threading
+    from concurrent.futures import Future
 
     from stdbmod.http.context import _result
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from stdbmod.local.modspec import RETRY_SPEC
 from stdbmod.local.tokens import load_or_create_key
 from stdbmod.retry import create_retry_module
 from stdbmod.runtime import Database
-from stdbmod.local.modspec import RETRY_SPEC
 
 from .servers import ROOT, Roles, bearer, env, free_port, new_identity, start_server, wait_ready
 
@@ -205,7 +205,8 @@ def test_a_storage_panic_makes_the_server_exit_nonzero(tmp_path: Path) -> None:
     log = tmp_path / "panic.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("panicky_serve.py")), str(trigger), "--data", str(data), "--port", str(port), "--log-level", "warning"],
+            [sys.executable, str(Path(__file__).with_name("panicky_serve.py")), str(trigger)]
+            + ["--data", str(data), "--port", str(port), "--log-level", "warning"],
             stdout=out, stderr=subprocess.STDOUT, env=env(tmp_path / "home"), cwd=ROOT,
         )
     try:

@@ -61,7 +61,7 @@ def test_identity_derives_from_issuer_and_subject() -> None:
 
 def test_minted_identities_are_distinct_and_do_not_expire_by_default() -> None:
     key = SigningKey.generate()
-    (a, ta), (b, tb) = key.mint(), key.mint()
+    (a, ta), (b, _) = key.mint(), key.mint()
     assert a != b
     assert "exp" not in jwt.decode(ta, options={"verify_signature": False})
     assert key.verify_token(ta).identity == a

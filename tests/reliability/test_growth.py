@@ -14,7 +14,6 @@ import pytest
 from stdbmod import Database
 from stdbmod.retry import create_retry_module
 
-from .checks import lmdb_problems
 from .invariants import retry_invariants
 from .workloads import OWNER, W1
 

@@ -20,8 +20,8 @@ import pytest
 
 from stdbmod import Database, ManualClock
 from stdbmod.http.app import create_app
-from stdbmod.local.tokens import AUDIENCE, LOCAL_ISSUER, SigningKey
 from stdbmod.http.inputs import DEFAULT_BODY_LIMIT
+from stdbmod.local.tokens import AUDIENCE, LOCAL_ISSUER, SigningKey
 from stdbmod.retry import create_retry_module
 from tests.http.servers import ThreadServer
 

@@ -191,7 +191,8 @@ def _random_retry_step(db: Database, rng: random.Random, workers: list[Identity]
         if key not in keys:
             keys.append(key)
         payload = {"n": rng.randrange(1000), "pad": "x" * rng.choice([0, 10, 300, 3000])}
-        return call("enqueue", rng.choice(["email", "sms", "charge"]), rng.choice([None, "q2"]), payload, rng.randint(1, 3), rng.randint(0, 5), None, rng.randint(-1, 1), key, by=w)
+        job_type, queue = rng.choice(["email", "sms", "charge"]), rng.choice([None, "q2"])
+        return call("enqueue", job_type, queue, payload, rng.randint(1, 3), rng.randint(0, 5), None, rng.randint(-1, 1), key, by=w)
 
     def act() -> Call:
         if running and rng.random() < 0.85:

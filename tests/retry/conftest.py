@@ -7,7 +7,6 @@ import pytest
 
 from stdbmod import Database, ManualClock
 from stdbmod.retry import RetryModule, create_retry_module
-
 from tests.retry.support import ADMIN, WORKER, WORKER2
 
 

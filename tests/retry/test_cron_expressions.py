@@ -20,7 +20,7 @@ NEW_YORK = ZoneInfo("America/New_York")
 ZONES = ["UTC", "Europe/Paris", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata"]
 
 
-def ts(y: int, mo: int, d: int, h: int = 0, mi: int = 0, tz: dt.tzinfo = dt.timezone.utc, fold: int = 0) -> Timestamp:
+def ts(y: int, mo: int, d: int, h: int = 0, mi: int = 0, tz: dt.tzinfo = dt.UTC, fold: int = 0) -> Timestamp:
     return Timestamp.from_datetime(dt.datetime(y, mo, d, h, mi, tzinfo=tz, fold=fold))
 
 
@@ -58,7 +58,7 @@ def test_bad_expressions_say_what_is_wrong(text: str, says: str) -> None:
 
 
 def test_zones() -> None:
-    assert time_zone("UTC") is dt.timezone.utc
+    assert time_zone("UTC") is dt.UTC
     assert time_zone("Europe/Paris") == PARIS
     for bad, says in [("Mars/Olympus", "unknown time zone"), ("../etc/passwd", "not a time zone"), ("", "IANA")]:
         with pytest.raises(InvalidArgument, match=says):
@@ -139,6 +139,6 @@ def test_due_is_the_newest_instants_of_the_forward_walk(expr: str, zone: str, st
 
 
 def test_due_reads_a_bounded_number_of_instants_however_long_the_outage() -> None:
-    got, more = due("* * * * *", dt.timezone.utc, ts(2020, 1, 1), ts(2026, 1, 1), 3)
-    assert [local(t, dt.timezone.utc) for t in got] == ["12-31 23:58+0000", "12-31 23:59+0000", "01-01 00:00+0000"]
+    got, more = due("* * * * *", dt.UTC, ts(2020, 1, 1), ts(2026, 1, 1), 3)
+    assert [local(t, dt.UTC) for t in got] == ["12-31 23:58+0000", "12-31 23:59+0000", "01-01 00:00+0000"]
     assert more

@@ -10,7 +10,6 @@ import msgspec
 
 from stdbmod import At, Database, ManualClock, Range, ReducerContext, TimeDuration
 from stdbmod.retry import Completion, LeaseTimer, Outcome, RetryModule, TaskStatus, queries
-
 from tests.retry.conftest import published
 from tests.retry.support import ADMIN, WORKER
 

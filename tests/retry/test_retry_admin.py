@@ -16,7 +16,6 @@ from stdbmod.retry import (
     TaskStatus,
     queries,
 )
-
 from tests.retry.support import ADMIN, STRANGER, WORKER, WORKER2
 
 ADMIN_CALLS: list[tuple[str, tuple[Any, ...]]] = [

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from stdbmod import Database, ManualClock, TimeDuration
 from stdbmod.retry import DeadReason, HandlerContext, RetryableError, RetryModule, TaskStatus, backoff_delay, queries
-
 from tests.retry.support import ADMIN, WORKER
 
 SEED_000_TABLE = [(1, 30), (2, 60), (3, 120), (4, 240)]  # attempt -> delay before retry, seconds

@@ -13,7 +13,6 @@ from stdbmod import Database, ManualClock, TimeDuration
 from stdbmod.errors import ArgumentError
 from stdbmod.retry import Completion, InvalidArgument, InvalidTransition, NewTask, NotAuthorized, RetryModule, StaleLease, TaskStatus
 from stdbmod.retry.limits import MAX_BATCH
-
 from tests.retry.conftest import published
 from tests.retry.support import ADMIN, STRANGER, WORKER, WORKER2
 

@@ -6,10 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-
 from stdbmod import Database, ManualClock, TimeDuration
 from stdbmod.retry import RetryModule
-
 from tests.retry.support import ADMIN, WORKER
 
 

@@ -20,7 +20,6 @@ from stdbmod.retry import (
     create_retry_module,
     queries,
 )
-
 from tests.retry.support import ADMIN, WORKER
 
 

@@ -8,7 +8,6 @@ import pytest
 
 from stdbmod import Database, ManualClock
 from stdbmod.retry import InvalidArgument, NotAuthorized, Outcome, TaskStatus, queries
-
 from tests.retry.support import ADMIN, STRANGER, WORKER, replayed_hash
 
 

@@ -25,8 +25,7 @@ from stdbmod import Database, Identity, ManualClock, Module, PrimaryKey, Range, 
 from stdbmod.retry import Completion, GiveUp, HandlerContext, NotAuthorized, RetryableError, Task, TaskStatus, create_retry_module, queries
 from stdbmod.retry.claim import next_claimable
 from stdbmod.runtime import apply_changes
-
-from tests.retry.retry_model import CRASH, HANDLED, LEASE, S, Model, MTask, Refused
+from tests.retry.retry_model import CRASH, HANDLED, LEASE, Model, MTask, Refused, S
 
 # --- the module under test: the retry module inside an app that handlers write to -----------------
 
@@ -126,7 +125,7 @@ class RetryMachine(RuleBasedStateMachine):
         self.replayed = 0
         self.model = Model(now=self.clock.now().micros, admins={IDS[0]})
         for worker in IDS[1:3]:
-            self.both(lambda: self.model.grant_worker(IDS[0], worker), lambda: self.db.call("grant_worker", worker, sender=IDS[0]))
+            self.both(lambda: self.model.grant_worker(IDS[0], worker), lambda: self.db.call("grant_worker", worker, sender=IDS[0]))  # noqa: B023
 
     def where(self, name: str) -> Any:
         """Where the database `name` lives (tests/postgres runs this machine on PostgreSQL)."""

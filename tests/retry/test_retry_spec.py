@@ -16,7 +16,6 @@ from stdbmod import Database
 from stdbmod.http import wire
 from stdbmod.retry import InvalidArgument, NewTask, RetryModule, limits, queries
 from stdbmod.retry.reducers import declare_reducers
-
 from tests.retry.support import ADMIN, WORKER
 
 FIELDS = list(NewTask.__struct_fields__)

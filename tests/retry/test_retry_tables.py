@@ -10,7 +10,6 @@ import pytest
 
 from stdbmod import Database, ManualClock, Module, PrimaryKey, ReducerContext, SenderError
 from stdbmod.retry import RetryModule, Task, TaskStatus, create_retry_module, enqueue_in, queries
-
 from tests.retry.support import ADMIN, STRANGER, WORKER
 
 SEED_000_FIELDS = [

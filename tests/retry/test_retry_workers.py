@@ -6,7 +6,6 @@ import pytest
 
 from stdbmod import Database, ManualClock, TimeDuration, Timestamp
 from stdbmod.retry import Completion, DeadReason, InvalidTransition, Outcome, StaleLease, TaskNotFound, TaskStatus, queries
-
 from tests.retry.support import ADMIN, WORKER, WORKER2
 
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+
 import pytest
 
 from stdbmod import Database, Identity, ManualClock
 from stdbmod.errors import StorageError, StoragePanic
 from stdbmod.examples.bank import bank
 from stdbmod.storage import LmdbStorage
-from tests.storage.faulty import FaultyStorage
 from tests.conftest import OWNER
+from tests.storage.faulty import FaultyStorage
 
 
 def test_a_call_is_answered_only_after_its_commit(tmp_path: Path) -> None:

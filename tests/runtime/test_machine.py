@@ -16,7 +16,7 @@ from typing import Any
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, precondition, rule
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, precondition, rule
 
 from stdbmod import Database, Identity, ManualClock, SenderError
 from stdbmod.errors import ReducerFailed

@@ -215,4 +215,4 @@ def test_only_parameter_annotations_are_resolved() -> None:
     with pytest.raises(SchemaError, match="cannot resolve the type of x"):
 
         @m.reducer
-        def g(ctx: ReducerContext, x: "Missing") -> None: ...  # type: ignore[name-defined]  # noqa: F821
+        def g(ctx: ReducerContext, x: Missing) -> None: ...  # type: ignore[name-defined]  # noqa: F821

@@ -37,7 +37,8 @@ class Fired(msgspec.Struct):
 @m.reducer
 def fire(ctx: ReducerContext, timer: Timer) -> None:
     ctx.require_scheduler()
-    ctx.db.fired.insert(Fired(0, timer.label, ctx.sender, ctx.connection_id is not None, ctx.timestamp, ctx.db.timer.scheduled_id.find(timer.scheduled_id) is not None))
+    row_still_there = ctx.db.timer.scheduled_id.find(timer.scheduled_id) is not None
+    ctx.db.fired.insert(Fired(0, timer.label, ctx.sender, ctx.connection_id is not None, ctx.timestamp, row_still_there))
     if timer.label.startswith("fail"):
         raise SenderError("scheduled failure")
     if timer.label == "reschedule":

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdbmod import Database, Identity
-from stdbmod.runtime.sql import SqlError, parse_query, run_sql
 from stdbmod.errors import CallError, PermissionDenied, StdbError
 from stdbmod.examples.bank import bank
+from stdbmod.runtime.sql import SqlError, parse_query, run_sql
 
 OWNER = Identity.from_claims("test", "owner")
 PEOPLE = [Identity.from_claims("test", f"p{i}") for i in range(6)]
@@ -204,7 +204,7 @@ def test_index_reads_agree_with_scans(tmp_path_factory: pytest.TempPathFactory, 
     with Database.create(path / "db", bank, owner=OWNER, durable=False) as d:
         for who in PEOPLE:
             d.call("open_account", 100, sender=who)
-        for i, (src, dst, amt) in enumerate([(0, 2, 5), (1, 2, 1), (3, 4, 7), (0, 5, 2), (4, 2, 3), (5, 1, 1)]):
+        for src, dst, amt in [(0, 2, 5), (1, 2, 1), (3, 4, 7), (0, 5, 2), (4, 2, 3), (5, 1, 1)]:
             d.call("transfer", dst + 1, amt, sender=PEOPLE[src])
         everything = rows(d, "SELECT * FROM transfer")
         got = rows(d, f"SELECT * FROM transfer WHERE {column} {op} {value}{conj} ORDER BY id")
