@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -26,6 +27,7 @@ from ..local.tokens import SigningKey
 from ..runtime import Database, Scheduler
 from . import errors, inputs, openapi, routes_jobs, routes_v1
 from .context import ServerContext
+from .metrics_extras import Extras
 from .render import json_response
 from .routing import Endpoint, build_routes
 
@@ -43,11 +45,17 @@ def create_app(
     token_ttl: float | None = None,
     run_scheduler: bool = True,
     on_panic: Callable[[StoragePanic], None] | None = None,
+    metrics: bool | None = None,
+    dashboard: bool | None = None,
 ) -> Starlette:
     """The app. `token_ttl` (seconds) makes minted tokens expire; `on_panic` is told when the
-    storage panics (the server must then exit: `serve` does)."""
+    storage panics (the server must then exit: `serve` does). `metrics` and `dashboard` serve
+    /metrics and /dashboard (None: when their extras are installed); `app.state.extras` has the
+    metrics port's app."""
     ctx = ServerContext(key, body_limit=body_limit, token_ttl=token_ttl)
+    extras = Extras(ctx, metrics=metrics, dashboard=dashboard)
     spec = openapi.document(ENDPOINTS)
+    spec["paths"].update(extras.openapi_paths())
 
     async def openapi_json(request: Request) -> Response:
         ctx.optional_caller(request)
@@ -59,6 +67,7 @@ def create_app(
         database = db() if not isinstance(db, Database) else db
         if on_panic is not None:
             database.hooks.on_panic = on_panic  # called on the writer thread
+        extras.attach(database)
         scheduler = Scheduler(database).start() if run_scheduler else None
         ctx.attach(database)
         try:
@@ -67,16 +76,18 @@ def create_app(
             if scheduler is not None:
                 scheduler.stop()
             ctx.detach()
+            extras.detach()
             if owned:
                 database.close()
 
-    return Starlette(
-        routes=[*build_routes(_ROUTE_ORDER, ctx), Route("/openapi.json", openapi_json, methods=["GET"])],
-        lifespan=lifespan,
-        exception_handlers={
-            errors.HttpError: errors.on_http_error,
-            HTTPException: errors.on_starlette_error,
-            StdbError: errors.on_stdb_error,
-            Exception: errors.on_unexpected,
-        },
-    )
+    handlers: dict[Any, Any] = {
+        errors.HttpError: errors.on_http_error,
+        HTTPException: errors.on_starlette_error,
+        StdbError: errors.on_stdb_error,
+        Exception: errors.on_unexpected,
+    }
+    routes = [*build_routes(_ROUTE_ORDER, ctx), Route("/openapi.json", openapi_json, methods=["GET"]), *extras.routes()]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers, middleware=extras.middleware(routes))
+    app.state.extras = extras
+    app.state.metrics_app = extras.metrics_app(exception_handlers=handlers)
+    return app

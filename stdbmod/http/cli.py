@@ -22,16 +22,24 @@ from .serve import serve
 @click.option("--token-ttl", type=click.FloatRange(min=1), default=None, help="Seconds until tokens minted by POST /v1/identity expire (default: never).")
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["critical", "error", "warning", "info", "debug"]))
 @click.option("--access-log/--no-access-log", default=False, show_default=True, help="Log a line per request (at info level; costs CPU per request).")
+@click.option(
+    "--metrics-port", type=click.IntRange(0, 65535), default=None,
+    help="Also serve GET /metrics without a token on 127.0.0.1:PORT (loopback only; the main port's /metrics needs an admin token).",
+)
 @click.argument("module", required=False)
 def serve_command(
-    data_dir: str, host: str, port: int, owner_token: str | None, token_ttl: float | None, log_level: str, access_log: bool, module: str | None
+    data_dir: str, host: str, port: int, owner_token: str | None, token_ttl: float | None, log_level: str, access_log: bool,
+    metrics_port: int | None, module: str | None,
 ) -> None:
     """Serve the database at DATA over HTTP, publishing MODULE first when DATA holds none.
 
     MODULE is path/to/file.py[:NAME] or package.module[:NAME]; the default is the module
     DATA/stdbmod.json records, else the built-in task-retry module. See docs/http.md."""
     try:
-        code = serve(data_dir, host, port, module, owner_token=owner_token, token_ttl=token_ttl, log_level=log_level, access_log=access_log)
+        code = serve(
+            data_dir, host, port, module, owner_token=owner_token, token_ttl=token_ttl, log_level=log_level, access_log=access_log,
+            metrics_port=metrics_port,
+        )
     except StdbError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)

@@ -33,6 +33,7 @@ from ..local.tokens import SigningKey, load_or_create_key
 from ..runtime import Database
 from ..types import Identity
 from . import inputs
+from . import metrics_port as metrics_port_
 from .app import create_app
 
 log = logging.getLogger("stdbmod.http")
@@ -141,16 +142,24 @@ def serve(
     body_limit: int = inputs.DEFAULT_BODY_LIMIT,
     log_level: str = "info",
     access_log: bool = False,
+    metrics_port: int | None = None,
 ) -> int:
     """Serve the database at `data_dir` on `host`:`port` until SIGTERM/SIGINT, publishing
     `module_path` (see `resolve_module`) first when there is none, owned by `owner`, or the
     identity of `owner_token`, or the CLI's identity. Returns the exit status: 0, or 70 after a
     storage panic. Raises ServeError (and other StdbErrors) when it cannot start. `access_log`
-    logs a line per request (at info level), which costs CPU on every request."""
+    logs a line per request (at info level), which costs CPU on every request. `metrics_port`
+    also serves GET /metrics without a token on 127.0.0.1:`metrics_port` (metrics_port.py)."""
     # a directory, or a PostgreSQL URL (several nodes may serve one database: docs/scaling.md)
     path: Any = data_dir if place.is_url(data_dir) else Path(data_dir)
     sock = listen(host, port)
+    metrics_socket = None
     try:
+        if metrics_port is not None:
+            try:
+                metrics_socket = listen(metrics_port_.LOOPBACK, metrics_port)
+            except ServeError as e:
+                raise ServeError(f"--metrics-port {metrics_port}: {e}") from None
         try:
             if isinstance(path, Path):
                 path.mkdir(parents=True, exist_ok=True)
@@ -161,7 +170,11 @@ def serve(
         prepare(path, loaded, key, owner=owner, owner_token=owner_token)
     except BaseException:
         sock.close()
+        if metrics_socket is not None:
+            metrics_socket.close()
         raise
+    if metrics_socket is not None:
+        print(f"stdbmod: metrics without a token on http://{metrics_port_.LOOPBACK}:{metrics_socket.getsockname()[1]}/metrics", file=sys.stderr)
 
     panicked = threading.Event()
     server: uvicorn.Server | None = None
@@ -182,7 +195,10 @@ def serve(
     server = uvicorn.Server(config)
     _tune_gc()
     with _quiet_signals():
-        server.run(sockets=[sock])
+        if metrics_socket is None:
+            server.run(sockets=[sock])
+        else:
+            metrics_port_.run_both(server, sock, metrics_port_.side_server(app.state.metrics_app, config), metrics_socket)
     return EXIT_PANIC if panicked.is_set() else 0
 
 

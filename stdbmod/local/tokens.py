@@ -13,6 +13,8 @@ The CLI shares this module: it signs the local identity's token with the same ke
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import secrets
 import stat
@@ -113,6 +115,11 @@ class SigningKey:
         """A new identity and its token (`POST /v1/identity`)."""
         claims = self.claims(expires_in=expires_in)
         return claims.identity, self.issue_token(claims)
+
+    def derive(self, purpose: str) -> bytes:
+        """A secret of this key's for another purpose (the dashboard's sessions and sign-in
+        links): an HMAC of `purpose`, so what one purpose signs never verifies for another."""
+        return hmac.new(self._secret, b"stdbmod:" + purpose.encode(), hashlib.sha256).digest()
 
     def verify_token(self, token: str) -> Claims:
         """The token's claims, or InvalidToken saying why not."""

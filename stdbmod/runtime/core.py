@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from time import perf_counter_ns
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -29,6 +30,9 @@ from .transaction import Transaction
 
 log = logging.getLogger("stdbmod")
 
+# (the batch, each job's (ok, result or error), each job's nanoseconds, the commit's nanoseconds)
+BatchTimes = tuple[list[tuple[Job, Future[Any]]], list[tuple[bool, Any]], list[int], int]
+
 # How long a batch whose storage failed transiently (PostgreSQL: a lost connection before
 # COMMIT, a serialization failure) is run again before its callers get the error; nobody has
 # been answered, and the jobs keep their timestamps, so a re-run is the same calls.
@@ -46,6 +50,9 @@ class Hooks:
     # nothing due and sleeps on.
     on_schedule_change: Callable[[int], None] | None = None
     on_panic: Callable[[StoragePanic], None] | None = None  # the storage is unusable: restart
+    # Each call's and the commit's duration (metrics). It must only hand the tuple on (O(1));
+    # unset, the batch reads no clock for it.
+    on_batch: Callable[[BatchTimes], None] | None = None
 
 
 class Core:
@@ -58,6 +65,7 @@ class Core:
         self.contexts = ContextFactory(module, identity)
         # Called (no arguments) after every commit that wrote a record: runtime/follow.py wakes on it.
         self.commit_taps: list[Callable[[], None]] = []
+        self._spent: list[int] = []  # a timed batch's job durations (hooks.on_batch)
 
     # --- batches -------------------------------------------------------------------------------
 
@@ -68,10 +76,15 @@ class Core:
             return
         started = time.monotonic()
         tries = 0
+        timed = self.hooks.on_batch is not None  # a hook that wants timings: time each job and the commit
+        run_job = self._timed_job if timed else self._run_job
         while True:
             outcomes: list[tuple[bool, Any]] = []
             records: list[commitlog.CommitRecord] = []
             armed: int | None = None
+            committing = 0
+            if timed:
+                self._spent = []
             try:
                 outer = self.storage.begin_write()
             except StoragePanic as e:
@@ -85,7 +98,7 @@ class Core:
             try:
                 offset = commitlog.next_offset(outer)
                 for job, _ in batch:
-                    ok, value, record, sched = self._run_job(job, outer, offset)
+                    ok, value, record, sched = run_job(job, outer, offset)
                     if record is not None:
                         records.append(record)
                         offset += 1
@@ -96,7 +109,12 @@ class Core:
                     # other nodes (PostgreSQL) hear of it if and when it commits: followers read
                     # the log, their scheduler wakes for `armed`
                     outer.announce(f"commit {'-' if armed is None else armed}")
-                outer.commit()
+                if timed:
+                    t0 = perf_counter_ns()
+                    outer.commit()
+                    committing = perf_counter_ns() - t0
+                else:
+                    outer.commit()
                 break
             except TransientStorageError as e:
                 outer.abort()
@@ -130,6 +148,8 @@ class Core:
             hooks.on_schedule_change(armed)
         if records and hooks.on_commit is not None:
             hooks.on_commit(records)
+        if timed and hooks.on_batch is not None:
+            hooks.on_batch((batch, outcomes, self._spent, committing))
         if records:
             for tap in self.commit_taps:
                 tap()
@@ -155,6 +175,14 @@ class Core:
         log.critical("storage panic: %s", e)
         if self.hooks.on_panic is not None:
             self.hooks.on_panic(e)
+
+    def _timed_job(self, job: Job, outer: WriteTxn, offset: int) -> tuple[bool, Any, commitlog.CommitRecord | None, int | None]:
+        """`_run_job`, its nanoseconds appended to `_spent` (for `hooks.on_batch`)."""
+        t0 = perf_counter_ns()
+        try:
+            return self._run_job(job, outer, offset)
+        finally:
+            self._spent.append(perf_counter_ns() - t0)
 
     def _run_job(self, job: Job, outer: WriteTxn, offset: int) -> tuple[bool, Any, commitlog.CommitRecord | None, int | None]:
         """(ok, result or error, commit record, the earliest due time it armed)."""

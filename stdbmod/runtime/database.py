@@ -134,7 +134,7 @@ class Database:
         self.meta = meta
         self._core = Core(storage, module, clock, meta.identity)
         self._writer = Writer(self._core.run_batch, meta.name)
-        self.hooks: Hooks = self._core.hooks  # on_commit, on_schedule_change, on_panic
+        self.hooks: Hooks = self._core.hooks  # on_commit, on_schedule_change, on_panic, on_batch
         self._closed = False
 
     # --- creating and opening ------------------------------------------------------------------

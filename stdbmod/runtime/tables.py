@@ -193,16 +193,20 @@ class BTreeIndex(Generic[R]):
         self._primary = primary
         t = handle._t
         self._space = spaces.rows(t.name) if primary else spaces.index(t.name, ix.name)
+        # A non-unique index's keys end with the row's primary key, so a spec may name one more
+        # element than the index has columns: the primary key, or a Range of it (keyset pages).
+        self._width = len(ix.columns) + (0 if primary or ix.unique else 1)
 
     def _pk_keys(self, spec: Any, reverse: bool) -> Iterator[bytes]:
-        start, stop = key_bounds(spec, len(self._ix.columns))
+        start, stop = key_bounds(spec, self._width)
         txn = self._h._view.txn
         for key, value in txn.scan(self._space, start, stop, reverse):
             yield key if self._primary else value
 
     def filter(self, spec: Any, *, reverse: bool = False) -> Iterator[R]:
         """Rows whose indexed columns match `spec` (a value, a `Range`, or a tuple prefix whose
-        last element may be a `Range`), in index order."""
+        last element may be a `Range`), in index order (then by primary key). On a non-unique
+        index the spec may add the primary key (or a `Range` of it) after the columns."""
         if self._primary:
             for _, raw in self._h._view.txn.scan(self._space, *key_bounds(spec, 1), reverse):
                 yield self._h._decode(raw)
@@ -214,7 +218,7 @@ class BTreeIndex(Generic[R]):
 
     def count(self, spec: Any) -> int:
         """How many rows match `spec` (as `filter`), counted in the index without reading a row."""
-        start, stop = key_bounds(spec, len(self._ix.columns))
+        start, stop = key_bounds(spec, self._width)
         return sum(1 for _ in self._h._view.txn.scan(self._space, start, stop))
 
     def delete(self, spec: Any) -> int:

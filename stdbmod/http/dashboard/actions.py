@@ -1,0 +1,96 @@
+"""The dashboard's actions: each a form POST carrying the session's CSRF token, answered by a
+reducer call as the signed-in identity (the module checks the admin role inside the transaction)
+and a redirect back with what happened. The pages confirm each action before sending it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ...errors import StdbError
+from ...types import Identity
+from .sessions import PATH
+from .web import form, local_path, redirect
+
+if TYPE_CHECKING:
+    from .site import Dashboard
+
+Args = Callable[[Request, dict[str, str]], tuple[Any, ...]]
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _job(request: Request, fields: dict[str, str]) -> tuple[Any, ...]:
+    return (request.path_params["job_id"],)
+
+
+def _identity(request: Request, fields: dict[str, str]) -> tuple[Any, ...]:
+    text = fields.get("identity", "").strip()
+    try:
+        return (Identity.from_hex(text),)
+    except ValueError as e:
+        raise ValueError(f"{text!r} is not an identity: {e}") from None
+
+
+class Actions:
+    def __init__(self, site: Dashboard) -> None:
+        self.site = site
+
+    def routes(self) -> list[tuple[str, Handler, list[str]]]:
+        job = "/jobs/{job_id:int}"
+        table: list[tuple[str, str, Args, str]] = [
+            (job + "/requeue", "requeue", _job, "Job {0} is queued again, attempts reset."),
+            (job + "/delete", "delete_task", _job, "Job {0} is deleted."),
+            (job + "/cancel", "cancel", lambda r, f: (*_job(r, f), "cancelled from the dashboard"), "Job {0} is cancelled (dead)."),
+            ("/admins/add", "add_admin", _identity, "{0} is an admin."),
+            ("/admins/remove", "remove_admin", _identity, "{0} is no longer an admin."),
+            ("/workers/grant", "grant_worker", _identity, "{0} has the worker role."),
+            ("/workers/revoke", "revoke_worker", _identity, "{0} no longer has the worker role."),
+        ]
+        out: list[tuple[str, Handler, list[str]]] = [(path, self._action(reducer, args, done), ["POST"]) for path, reducer, args, done in table]
+        out.append(("/workers/new", self.new_worker, ["POST"]))
+        return out
+
+    def _action(self, reducer: str, args_of: Args, done: str) -> Handler:
+        async def handle(request: Request) -> Response:
+            async def act(fields: dict[str, str]) -> str:
+                args = args_of(request, fields)
+                await self.site.ctx.call(self.site.ctx.db, reducer, *args, sender=self._who(request))
+                return done.format(*args)
+
+            return await self._run(request, reducer, act)
+
+        return handle
+
+    async def new_worker(self, request: Request) -> Response:
+        """A new identity with the worker role; its token is shown once."""
+
+        async def act(fields: dict[str, str]) -> str:
+            ctx = self.site.ctx
+            identity, token = ctx.key.mint(expires_in=ctx.token_ttl)
+            await ctx.call(ctx.db, "grant_worker", identity, sender=self._who(request))
+            return f"New worker {identity}: its token (shown only now) is {token}"
+
+        return await self._run(request, "grant_worker", act)
+
+    def _who(self, request: Request) -> Identity:
+        session = self.site.session(request)
+        assert session is not None  # `_run` checked
+        return session.identity
+
+    async def _run(self, request: Request, reducer: str, act: Callable[[dict[str, str]], Awaitable[str]]) -> Response:
+        session = self.site.session(request)
+        if session is None:
+            return redirect(PATH + "/login")
+        fields = await form(request)
+        if not self.site.sessions.csrf_ok(session, fields.get("csrf")):
+            return self.site.csrf_refused(request, session)
+        try:
+            session.flash("ok", await act(fields))
+        except ValueError as e:
+            session.flash("error", str(e))
+        except StdbError as e:
+            session.flash("error", f"{reducer} refused: {e}")
+        return redirect(local_path(fields.get("next")))

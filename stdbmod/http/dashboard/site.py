@@ -1,0 +1,270 @@
+"""`Dashboard`: the admin web dashboard at /dashboard, its pages and its sign-in.
+
+Who sees what: a request's session (sessions.py) says who the browser is; every page then reads
+through `reads`, which checks in its read snapshot that this identity is an admin and reads the
+page's data from that same snapshot; every action is a reducer call as that identity, which the
+task-retry module checks inside its transaction. A signed-in identity that is not (or no longer)
+an admin gets the "not allowed" page and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from ...errors import StdbError
+from ...local.tokens import InvalidToken
+from ...retry.tables import TaskStatus
+from ...types import Identity
+from ..context import ServerContext
+from ..errors import HttpError
+from ..metrics_access import is_admin_now
+from ..metrics_feed import Feed
+from ..metrics_tasks import Counts
+from . import reads
+from .actions import Actions
+from .sessions import COOKIE, LOGIN_COOKIE, LOGIN_SECONDS, PATH, Session, Sessions
+from .throughput import Throughput
+from .tickets import BadTicket, Tickets
+from .web import Web, form, local_path, parse_time, redirect, secure
+
+Work = Callable[[Identity], dict[str, Any]]
+
+
+class Dashboard:
+    def __init__(self, ctx: ServerContext, feed: Feed, counts: Counts) -> None:
+        self.ctx = ctx
+        self.feed = feed
+        self.counts = counts
+        self.sessions = Sessions(ctx.key)
+        self.tickets = Tickets(ctx.key)
+        self.throughput = Throughput()
+        feed.task_listeners.append(self.throughput.on_tasks)
+        self.web = Web()
+        self.actions = Actions(self)
+
+    def routes(self) -> list[BaseRoute]:
+        get, post = ["GET"], ["POST"]
+        pages: list[tuple[str, Callable[[Request], Awaitable[Response]], list[str]]] = [
+            ("", self.overview, get),
+            ("/", self.overview, get),
+            ("/jobs", self.jobs, get),
+            ("/jobs/{job_id:int}", self.job, get),
+            ("/dead", self.dead, get),
+            ("/roles", self.roles, get),
+            ("/live", self.live, get),
+            ("/login", self.login_page, get),
+            ("/login", self.login, post),
+            ("/logout", self.logout, post),
+            ("/static/{name}", self.static, get),
+            *self.actions.routes(),
+        ]
+        by_path: dict[str, dict[str, Callable[[Request], Awaitable[Response]]]] = {}
+        for path, handler, methods in pages:
+            for m in methods:
+                by_path.setdefault(PATH + path, {})[m] = handler
+        return [Route(path, _dispatch(handlers), methods=list(handlers), include_in_schema=False) for path, handlers in by_path.items()]
+
+    # --- sessions -------------------------------------------------------------------------------
+
+    def session(self, request: Request) -> Session | None:
+        return self.sessions.get(request.cookies.get(COOKIE))
+
+    def base(self, request: Request, session: Session | None, **values: Any) -> dict[str, Any]:
+        """What every page's template gets."""
+        return {
+            "request": request,
+            "session": session,
+            "csrf": session.csrf if session is not None else "",
+            "flashes": session.take_flashes() if session is not None else [],
+            "db_name": self.ctx.db.name,
+            "version": self.feed.last_offset,
+            "path": request.url.path,
+            "params": dict(request.query_params),
+            **values,
+        }
+
+    async def page(self, request: Request, template: str, work: Work, title: str) -> Response:
+        """A signed-in page: `work(identity)` reads its values (off the event loop), checking
+        the admin role in its snapshot."""
+        session = self.session(request)
+        if session is None:
+            return redirect(PATH + "/login" + _next(request))
+        try:
+            values = await run_in_threadpool(work, session.identity)
+        except reads.NotAllowed:
+            return self.not_allowed(request, session)
+        except reads.NoTasks as e:
+            return self.web.render(request, "message.html", self.base(request, session, title="No task-retry module", message=str(e)), 404)
+        except (ValueError, HttpError) as e:
+            status, message = (e.status_code, e.message) if isinstance(e, HttpError) else (400, str(e))
+            title = "Not found" if status == 404 else "Bad request"
+            return self.web.render(request, "message.html", self.base(request, session, title=title, message=message), status)
+        return self.web.render(request, template, self.base(request, session, title=title, **values))
+
+    def not_allowed(self, request: Request, session: Session | None, identity: Identity | None = None) -> Response:
+        who = identity or (session.identity if session is not None else None)
+        return self.web.render(request, "not_allowed.html", self.base(request, session, title="Not allowed", who=who), 403)
+
+    # --- pages ----------------------------------------------------------------------------------
+
+    async def overview(self, request: Request) -> Response:
+        def work(who: Identity) -> dict[str, Any]:
+            reads.check(self.ctx.db, who)
+            snap = self.counts.get(self.ctx.db)
+            spark = {q.queue: self.throughput.summary(q.queue, snap.taken_micros) for q in snap.queues}
+            return {"snap": snap, "totals": snap.totals(), "throughput": spark, "now": snap.taken_micros // 1000}
+
+        return await self.page(request, "overview.html", work, "Overview")
+
+    async def jobs(self, request: Request) -> Response:
+        p = request.query_params
+
+        def work(who: Identity) -> dict[str, Any]:
+            f = job_filter(p.get("status"), p.get("queue"), p.get("job_type"), p.get("since"), p.get("until"), p.get("q"))
+            before = reads.Cursor.parse(p["before"]) if p.get("before") else None
+            page = reads.jobs(self.ctx.db, who, f, before)
+            return {"page": page, "filter": f, "statuses": [s.value for s in TaskStatus], "budget": reads.BUDGET, "now": self._now()}
+
+        return await self.page(request, "jobs.html", work, "Jobs")
+
+    async def job(self, request: Request) -> Response:
+        job_id: int = request.path_params["job_id"]
+
+        def work(who: Identity) -> dict[str, Any]:
+            found = reads.job(self.ctx.db, who, job_id) if job_id < 2**63 else None
+            if found is None:
+                raise HttpError(404, f"no job {job_id}")
+            return {"job": found.task, "history": found.history, "now": self._now()}
+
+        return await self.page(request, "job.html", work, f"Job {job_id}")
+
+    async def dead(self, request: Request) -> Response:
+        p = request.query_params
+
+        def work(who: Identity) -> dict[str, Any]:
+            f = job_filter("dead", p.get("queue"), p.get("job_type"), None, None, p.get("q"))
+            before = reads.Cursor.parse(p["before"]) if p.get("before") else None
+            return {"page": reads.jobs(self.ctx.db, who, f, before), "filter": f, "budget": reads.BUDGET, "now": self._now()}
+
+        return await self.page(request, "dead.html", work, "Dead letters")
+
+    async def roles(self, request: Request) -> Response:
+        def work(who: Identity) -> dict[str, Any]:
+            return {"roles": reads.roles(self.ctx.db, who), "me": who, "now": self._now()}
+
+        return await self.page(request, "roles.html", work, "Admins and workers")
+
+    async def live(self, request: Request) -> Response:
+        """The live parts' poll: the newest commit's offset (a page re-reads itself when it
+        moved). An admin's session only."""
+        session = self.session(request)
+        if session is None:
+            return secure(JSONResponse({"error": "not signed in"}, 401))
+        if not await run_in_threadpool(is_admin_now, self.ctx.db, session.identity):
+            return secure(JSONResponse({"error": "not allowed"}, 403))
+        await run_in_threadpool(self.feed.drain)
+        return secure(JSONResponse({"version": self.feed.last_offset}))
+
+    async def static(self, request: Request) -> Response:
+        return self.web.static(request.path_params["name"])
+
+    def _now(self) -> int:
+        return self.ctx.db.clock.now().micros // 1000
+
+    # --- signing in and out ---------------------------------------------------------------------
+
+    async def login_page(self, request: Request, error: str | None = None, status: int = 200) -> Response:
+        if error is None and self.session(request) is not None:
+            return redirect(local_path(request.query_params.get("next")))
+        ticket = request.query_params.get("ticket")
+        ticket_for: Identity | None = None
+        if ticket and error is None:
+            try:
+                ticket_for = self.tickets.identity(ticket)
+            except BadTicket as e:
+                error, ticket, status = str(e), None, 400
+        nonce, token = self.sessions.signin_pair()
+        values = self.base(
+            request, None, title="Sign in", error=error, ticket=ticket, ticket_for=ticket_for, signin=token,
+            next=local_path(request.query_params.get("next")),
+        )
+        response = self.web.render(request, "login.html", values, status)
+        response.set_cookie(LOGIN_COOKIE, nonce, max_age=LOGIN_SECONDS, path=PATH, httponly=True, samesite="strict", secure=_https(request))
+        return response
+
+    async def login(self, request: Request) -> Response:
+        fields = await form(request)
+        if not self.sessions.signin_ok(request.cookies.get(LOGIN_COOKIE), fields.get("signin")):
+            return await self.login_page(request, "The sign-in form expired or did not come from this server; try again.", 403)
+        try:
+            if fields.get("ticket"):
+                who = self.tickets.redeem(fields["ticket"])
+            else:
+                token = fields.get("token", "").strip()
+                if token.lower().startswith("bearer "):
+                    token = token[7:].strip()
+                who = self.ctx.tokens.identity(token)
+        except (BadTicket, InvalidToken) as e:
+            return await self.login_page(request, str(e), 400 if isinstance(e, BadTicket) else 401)
+        if not await run_in_threadpool(is_admin_now, self.ctx.db, who):
+            response = self.not_allowed(request, None, who)
+            response.delete_cookie(LOGIN_COOKIE, path=PATH, httponly=True, samesite="strict")
+            return response
+        _, cookie = self.sessions.create(who)
+        response = redirect(local_path(fields.get("next")))
+        response.set_cookie(
+            COOKIE, cookie, max_age=int(self.sessions.ttl), path=PATH, httponly=True, samesite="strict", secure=_https(request)
+        )
+        response.delete_cookie(LOGIN_COOKIE, path=PATH, httponly=True, samesite="strict")
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        session = self.session(request)
+        fields = await form(request)
+        if session is not None:
+            if not self.sessions.csrf_ok(session, fields.get("csrf")):
+                return self.csrf_refused(request, session)
+            self.sessions.end(session)
+        response = redirect(PATH + "/login")
+        response.delete_cookie(COOKIE, path=PATH, httponly=True, samesite="strict")
+        return response
+
+    def csrf_refused(self, request: Request, session: Session) -> Response:
+        message = "This form's CSRF token is missing or wrong (an old page, or a form from another site): nothing was done. Reload the page and try again."
+        return self.web.render(request, "message.html", self.base(request, session, title="Refused", message=message), 403)
+
+
+def job_filter(status: str | None, queue: str | None, job_type: str | None, since: str | None, until: str | None, search: str | None) -> reads.JobFilter:
+    try:
+        st = TaskStatus(status) if status else None
+    except ValueError:
+        raise HttpError(400, f"no such status: {status!r}") from None
+    if search is not None and len(search) > reads.MAX_SEARCH:
+        raise HttpError(400, f"the search is longer than {reads.MAX_SEARCH} characters")
+    return reads.JobFilter(st, queue or None, job_type or None, parse_time(since), parse_time(until), search or None)
+
+
+def _next(request: Request) -> str:
+    target = request.url.path + (("?" + request.url.query) if request.url.query else "")
+    return "?" + urlencode({"next": target}) if target not in (PATH, PATH + "/") else ""
+
+
+def _https(request: Request) -> bool:
+    return request.url.scheme == "https"
+
+
+def _dispatch(handlers: dict[str, Callable[[Request], Awaitable[Response]]]) -> Callable[[Request], Awaitable[Response]]:
+    async def handle(request: Request) -> Response:
+        try:
+            return await handlers["GET" if request.method == "HEAD" else request.method](request)
+        except StdbError as e:
+            raise HttpError(e.status_code if 400 <= e.status_code < 500 else 500, str(e)) from None
+
+    return handle

@@ -1,0 +1,153 @@
+"""`Feed`: what the writer commits, handed on without slowing it down, and turned into task
+events off its thread.
+
+The runtime tells two hooks after every committed batch, on the writer thread: `on_commit` (the
+batch's commit records) and `on_batch` (each call's and the commit's duration). Here each only
+appends what it is given to a deque: O(1), no decoding, no lock the writer could wait on. A
+daemon thread drains the deques once a second, and every reader drains them first (a scrape, a
+dashboard poll), so a reader sees every commit made before it started. Draining decodes just the
+task table's rows of each record into `TaskEvent`s for the listeners: the Prometheus counters
+and the dashboard's throughput.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from ..retry.tables import Task, TaskStatus
+from ..runtime import CommitRecord, Database
+from ..runtime.core import BatchTimes
+from .metrics_access import has_tasks
+
+log = logging.getLogger("stdbmod.http")
+
+DRAIN_SECONDS = 1.0
+# The reducers that reap ended leases: an attempt they end is a lease expiry.
+REAPERS = frozenset({"sweep_leases", "reap_lease"})
+
+
+class TaskEvent(NamedTuple):
+    kind: str  # enqueued, started, completed, failed, lease_expired, dead
+    queue: str
+    job_type: str
+    at: int  # the transaction's timestamp, in microseconds
+    seconds: float | None = None  # completed / failed: how long the attempt ran
+    reason: str | None = None  # dead: exhausted, gave_up, cancelled
+
+
+TaskListener = Callable[[list[TaskEvent]], None]
+BatchListener = Callable[[BatchTimes], None]
+
+
+class Feed:
+    def __init__(self) -> None:
+        self.task_listeners: list[TaskListener] = []
+        self.batch_listeners: list[BatchListener] = []
+        self.last_offset = -1  # the newest commit record drained (-1: none yet)
+        self._records: collections.deque[list[CommitRecord]] = collections.deque()
+        self._batches: collections.deque[BatchTimes] = collections.deque()
+        self._lock = threading.Lock()  # one drain at a time, so listeners see events in order
+        self._decoder: Any = None
+        self._db: Database | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- the writer's side ----------------------------------------------------------------------
+
+    def attach(self, db: Database) -> None:
+        """Hook into `db`'s writer (`Database.hooks`) and start draining. An `on_commit` set by
+        someone else is kept and still called."""
+        hooks = db.hooks
+        self._db = db
+        self._decoder = db.module.tables["task"].decoder if has_tasks(db) else None
+        earlier = hooks.on_commit
+        if earlier is None:
+            hooks.on_commit = self._records.append
+        else:
+            sink = self._records.append
+
+            def both(records: list[CommitRecord]) -> None:
+                earlier(records)
+                sink(records)
+
+            hooks.on_commit = both
+        if self.batch_listeners:
+            hooks.on_batch = self._batches.append
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="stdbmod-feed", daemon=True)
+        self._thread.start()
+
+    def detach(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+        if self._db is not None:
+            hooks = self._db.hooks
+            hooks.on_batch = None
+            if hooks.on_commit == self._records.append:
+                hooks.on_commit = None
+            self._db = None
+
+    # --- the readers' side ----------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self._stop.wait(DRAIN_SECONDS):
+            try:
+                self.drain()
+            except Exception:  # a listener's bug must not stop the metrics for good
+                log.exception("metrics feed: draining failed")
+
+    def drain(self) -> None:
+        """Hand everything committed so far to the listeners."""
+        with self._lock:
+            while self._batches:
+                times = self._batches.popleft()
+                for b in self.batch_listeners:
+                    b(times)
+            while self._records:
+                records = self._records.popleft()
+                self.last_offset = records[-1].offset
+                if self._decoder is None:
+                    continue
+                events = [e for r in records for e in self.task_events(r)]
+                if events:
+                    for t in self.task_listeners:
+                        t(events)
+
+    def task_events(self, record: CommitRecord) -> list[TaskEvent]:
+        """What one transaction did to tasks, from its net row changes (it holds the task rows
+        before and after; an attempt that started and ended inside it, as an in-module handler's
+        does, shows as its `attempts` going up while the status is no longer running)."""
+        change = next((c for c in record.changes if c.table == "task"), None)
+        if change is None:
+            return []
+        decode = self._decoder.decode
+        before: dict[int, Task] = {t.id: t for t in map(decode, change.deletes)}
+        out: list[TaskEvent] = []
+        at = record.timestamp
+        for after in map(decode, change.inserts):
+            was = before.get(after.id)
+            q, jt = after.queue, after.job_type
+            if was is None:
+                out.append(TaskEvent("enqueued", q, jt, at))
+            started = after.attempts - (0 if was is None else was.attempts)
+            for _ in range(max(started, 0)):
+                out.append(TaskEvent("started", q, jt, at))
+            ran = was is not None and was.status is TaskStatus.RUNNING
+            if after.status is not TaskStatus.RUNNING and (ran or started > 0):
+                took = None if after.last_attempted_at is None else max(at - after.last_attempted_at.micros, 0) / 1e6
+                if after.status is TaskStatus.COMPLETED:
+                    out.append(TaskEvent("completed", q, jt, at, took))
+                else:
+                    out.append(TaskEvent("failed", q, jt, at, took))
+                    if record.reducer in REAPERS:
+                        out.append(TaskEvent("lease_expired", q, jt, at))
+            if after.status is TaskStatus.DEAD and (was is None or was.status is not TaskStatus.DEAD):
+                reason = None if after.dead_reason is None else after.dead_reason.value
+                out.append(TaskEvent("dead", q, jt, at, reason=reason))
+        return out
