@@ -141,23 +141,24 @@ def _cursor(f: JobFilter, t: Task) -> Cursor:
     return Cursor(t.id, t.created_at.micros if f.timed else None)
 
 
-def jobs(db: Database, caller: Identity, f: JobFilter, before: Cursor | None = None, per_page: int = PAGE) -> JobsPage:
+def jobs(db: Database, caller: Identity, f: JobFilter, before: Cursor | None = None, per_page: int = PAGE, budget: int = BUDGET) -> JobsPage:
+    """One page of matching jobs below `before`, newest first, reading at most `budget` rows."""
     with db.read() as view:
         _require(db, view.db, caller)
         items: list[Task] = []
         examined = 0
+        walk = _walk(view.db.task, f, before)
         last: Task | None = None
-        for t in itertools.islice(_walk(view.db.task, f, before), BUDGET):
+        for t in walk:
+            if last is not None and examined >= budget:  # rows are left below, unread: continue from the last one read
+                return JobsPage(items, _cursor(f, last), examined, True)
             examined += 1
             last = t
             if f.matches(t):
                 items.append(t)
                 if len(items) == per_page:
-                    break
-        if len(items) == per_page:
-            return JobsPage(items, _cursor(f, items[-1]), examined, False)
-        if examined == BUDGET and last is not None:
-            return JobsPage(items, _cursor(f, last), examined, True)
+                    more = next(walk, None) is not None  # one row more tells whether a next page can exist
+                    return JobsPage(items, _cursor(f, t) if more else None, examined, False)
         return JobsPage(items, None, examined, False)
 
 

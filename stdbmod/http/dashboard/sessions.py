@@ -73,16 +73,20 @@ class Sessions:
             self._live[session.sid] = session
             while len(self._live) > MAX_SESSIONS:
                 self._live.popitem(last=False)
-        cookie = jwt.encode({"sid": session.sid, "exp": int(expires), "aud": _AUDIENCE}, self._cookie_key, algorithm="HS256")
+        cookie = jwt.encode({"sid": session.sid, "exp": expires, "aud": _AUDIENCE}, self._cookie_key, algorithm="HS256")
         return session, cookie
 
     def get(self, cookie: str | None) -> Session | None:
         """The live session a cookie names, or None (absent, forged, expired, signed out)."""
         if not cookie or len(cookie) > 1024:
             return None
-        try:
-            claims = jwt.decode(cookie, self._cookie_key, algorithms=["HS256"], audience=_AUDIENCE, options={"require": ["sid", "exp", "aud"]})
+        try:  # the expiry is checked against this object's clock (the store's own is the same)
+            claims = jwt.decode(
+                cookie, self._cookie_key, algorithms=["HS256"], audience=_AUDIENCE, options={"require": ["sid", "exp", "aud"], "verify_exp": False}
+            )
         except jwt.InvalidTokenError:
+            return None
+        if not isinstance(claims["exp"], (int, float)) or claims["exp"] <= self._clock():
             return None
         with self._lock:
             session = self._live.get(str(claims["sid"]))

@@ -1,0 +1,237 @@
+"""The dashboard in a real browser (Playwright driving Debian's Chromium, headless) against a
+real `stdbmod serve`: signing in and out, live updates without a reload, actions from the pages
+and what they change, the CSRF token and the cookie's flags, and what a non-admin sees."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.http.servers import Server, bearer, call, env, new_identity
+
+from .site import csrf_of, dead_job, job, post, sign_in
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _shot(page: Any, shots: Path, name: str) -> None:
+    page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+
+
+def _session_cookie(page: Any) -> dict[str, Any]:
+    found = [c for c in page.context.cookies() if c["name"] == "stdbmod_session"]
+    assert len(found) == 1, page.context.cookies()
+    cookie: dict[str, Any] = found[0]
+    return cookie
+
+
+def test_sign_in_with_a_pasted_token_shows_the_overview(page: Any, server: Server, shots: Path) -> None:
+    post(server, "/jobs", server.owner_token(), {"job_type": "send_welcome_email", "queue": "overview", "payload": {"user_id": 42}})
+    page.goto("/dashboard")
+    assert page.url.endswith("/dashboard/login")  # not signed in: the sign-in page, nothing else
+    _shot(page, shots, "login")
+    sign_in(page, server.owner_token())
+    page.wait_for_url(re.compile(r"/dashboard$"))
+    assert page.inner_text("h1") == "Overview"
+    assert page.locator('tr[data-queue="overview"]').count() == 1
+    _shot(page, shots, "overview")
+
+
+def test_a_bad_token_is_refused_on_the_sign_in_page(page: Any, server: Server) -> None:
+    sign_in(page, "not-a-token")
+    assert "invalid token" in page.inner_text(".flash.error")
+    assert not [c for c in page.context.cookies() if c["name"] == "stdbmod_session"]
+
+
+def test_the_one_time_link_signs_in_once(page: Any, browser: Any, server: Server) -> None:
+    home = server.data.parent / f"{server.data.name}-home"  # the CLI identity that owns the database
+    link = subprocess.run(
+        [sys.executable, "-m", "stdbmod", "dashboard-url", "--data", str(server.data), "--url", server.base],
+        env=env(home), capture_output=True, text=True, timeout=60, check=True,
+    ).stdout.strip()
+    assert link.startswith(server.base + "/dashboard/login?ticket=")
+    page.goto(link)
+    assert "one-time link" in page.inner_text("form.card")  # a page first: a link previewer uses nothing up
+    page.click("#use-ticket")
+    page.wait_for_url(re.compile(r"/dashboard$"))
+    assert page.inner_text("h1") == "Overview"
+    other = browser.new_context(base_url=server.base)
+    try:
+        again = other.new_page()
+        again.goto(link)
+        assert "used already" in again.inner_text(".flash.error")
+        assert not [c for c in other.cookies() if c["name"] == "stdbmod_session"]
+    finally:
+        other.close()
+
+
+def test_a_job_enqueued_over_http_appears_without_a_reload(page: Any, server: Server, shots: Path) -> None:
+    token = server.owner_token()
+    sign_in(page, token)
+    page.goto("/dashboard/jobs?queue=live")
+    page.evaluate("window.__notReloaded = true")
+    new = post(server, "/jobs", token, {"job_type": "resize_image", "queue": "live", "payload": {"image": "cat.png"}})
+    row = page.locator(f'tr[data-job="{new["id"]}"]')
+    row.wait_for()  # the page polls and re-reads its live part
+    assert "queued" in row.inner_text()
+    assert page.evaluate("window.__notReloaded") is True
+    claimed = post(server, "/jobs/claim", token, {"queue": "live", "worker_id": "w-live"})
+    assert claimed["job"]["id"] == new["id"]
+    page.locator(f'tr[data-job="{new["id"]}"] .status.running').wait_for()  # state changes show too
+    assert page.evaluate("window.__notReloaded") is True
+    _shot(page, shots, "jobs")
+
+
+def test_a_dead_job_is_requeued_from_the_dead_letter_page(page: Any, server: Server, shots: Path) -> None:
+    token = server.owner_token()
+    job_id = dead_job(server, token, "dlq", "smtp: 554 rejected")
+    sign_in(page, token)
+    page.goto("/dashboard/dead?queue=dlq")
+    row = page.locator(f'tr[data-job="{job_id}"]')
+    assert "smtp: 554 rejected" in row.inner_text()
+    _shot(page, shots, "dead")
+    dialogs: list[str] = []
+
+    def dismiss(d: Any) -> None:
+        dialogs.append(d.message)
+        d.dismiss()
+
+    page.once("dialog", dismiss)  # every action confirms first: saying no does nothing
+    row.get_by_role("button", name="Requeue").click()
+    assert dialogs and f"Requeue job {job_id}" in dialogs[0]
+    assert job(server, token, job_id)["status"] == "dead"
+    page.once("dialog", lambda d: d.accept())
+    row.get_by_role("button", name="Requeue").click()
+    page.wait_for_selector(".flash.ok")
+    assert f"Job {job_id} is queued again" in page.inner_text(".flash.ok")
+    assert page.locator(f'tr[data-job="{job_id}"]').count() == 0  # gone from the dead-letter tier
+    after = job(server, token, job_id)
+    assert (after["status"], after["attempts"], after["dead_reason"]) == ("queued", 0, None)
+
+
+def test_a_job_page_shows_its_history_lease_and_only_its_actions(page: Any, server: Server, shots: Path) -> None:
+    token = server.owner_token()
+    j = post(server, "/jobs", token, {"job_type": "charge_card", "queue": "detail", "payload": {"amount": 1200}, "max_attempts": 3})
+    post(server, "/jobs/claim", token, {"queue": "detail", "worker_id": "w-detail"})
+    post(server, f"/jobs/{j['id']}/fail", token, {"error": "card declined: try again"})
+    k = post(server, "/jobs", token, {"job_type": "charge_card", "queue": "detail2", "payload": {"amount": 5}})
+    claimed = post(server, "/jobs/claim", token, {"queue": "detail2", "worker_id": "w-lease", "lease_seconds": 600})
+    sign_in(page, token)
+    page.goto(f"/dashboard/jobs/{j['id']}")
+    assert '"amount": 1200' in page.inner_text("#payload")
+    assert "card declined" in page.inner_text("#last-error")
+    assert "card declined" in page.inner_text("table.history")
+    assert page.locator("#actions button").all_inner_texts() == ["Cancel"]  # queued: cancel only
+    page.goto(f"/dashboard/jobs/{k['id']}")
+    lease = page.inner_text("#lease")
+    assert "w-lease" in lease
+    countdown = page.locator(".countdown")
+    assert countdown.get_attribute("data-until") == str(claimed["job"]["lease_expires_at"])
+    first = countdown.inner_text()
+    assert re.fullmatch(r"(9|10) min \d+ s", first), first
+    page.wait_for_function("t => document.querySelector('.countdown').textContent !== t", arg=first)  # it counts down
+    assert page.locator("#actions button").count() == 0  # running: nothing this server can do to it
+    _shot(page, shots, "job")
+
+
+def test_cookie_flags_and_the_csrf_token(page: Any, server: Server) -> None:
+    token = server.owner_token()
+    job_id = dead_job(server, token, "csrf")
+    sign_in(page, token)
+    page.wait_for_url(re.compile(r"/dashboard$"))
+    cookie = _session_cookie(page)
+    assert cookie["httpOnly"] is True
+    assert cookie["sameSite"] == "Strict"
+    assert cookie["path"] == "/dashboard"
+    assert time.time() < cookie["expires"] <= time.time() + 8 * 3600 + 60  # a session that ends
+    assert "stdbmod_session" not in page.evaluate("document.cookie")  # out of the page's scripts' reach
+    page.goto("/dashboard/dead?queue=csrf")
+    csrf = csrf_of(page.content())
+    assert csrf not in cookie["value"]
+    # The browser's own cookie, without the token or with a wrong one: refused, nothing done.
+    for form in ({}, {"csrf": "x" * len(csrf)}, {"csrf": csrf[:-1]}):
+        r = page.request.post(f"/dashboard/jobs/{job_id}/requeue", form=form, max_redirects=0)
+        assert r.status == 403, (form, r.status)
+        assert "CSRF" in r.text()
+    assert job(server, token, job_id)["status"] == "dead"
+    r = page.request.post(f"/dashboard/jobs/{job_id}/requeue", form={"csrf": csrf}, max_redirects=0)
+    assert r.status == 303
+    assert job(server, token, job_id)["status"] == "queued"
+    headers = page.request.get("/dashboard").headers
+    assert "frame-ancestors 'none'" in headers["content-security-policy"]
+    assert headers["referrer-policy"] == "no-referrer"
+
+
+def test_a_non_admin_sees_a_not_allowed_page_and_no_data(page: Any, server: Server, shots: Path) -> None:
+    token = server.owner_token()
+    secret = post(server, "/jobs", token, {"job_type": "secret_job", "queue": "private", "payload": {"ssn": "078-05-1120"}})
+    ident, plain = new_identity(server.base)
+    sign_in(page, plain)
+    assert page.locator("#not-allowed").is_visible()
+    text = page.inner_text("body")
+    assert ident in text and "Not allowed" in text
+    for leak in ("private", "secret_job", "078-05-1120", f"#{secret['id']}", "Overview"):
+        assert leak not in page.content()
+    assert not [c for c in page.context.cookies() if c["name"] == "stdbmod_session"]  # no session for it
+    _shot(page, shots, "not_allowed")
+    # An admin whose role is taken away mid-session sees the same page on the next request.
+    admin_id, admin = new_identity(server.base)
+    assert call(server.base, token, "add_admin", admin_id).status_code == 200
+    sign_in(page, admin)
+    page.wait_for_url(re.compile(r"/dashboard$"))
+    assert call(server.base, token, "remove_admin", admin_id).status_code == 200
+    page.goto(f"/dashboard/jobs/{secret['id']}")
+    assert page.locator("#not-allowed").is_visible()
+    assert "078-05-1120" not in page.content()
+    assert page.request.get("/dashboard/live").status == 403
+
+
+def test_admins_and_workers_with_the_last_admin_guard(page: Any, server: Server, shots: Path) -> None:
+    token = server.owner_token()
+    sign_in(page, token)
+    page.goto("/dashboard/roles")
+    admins = page.locator("#admins tbody tr")
+    if admins.count() == 1:  # the owner alone: its removal is shown as impossible
+        assert page.locator("#last-admin").is_visible()
+        assert page.locator("#admins button").is_disabled()
+    ident, _ = new_identity(server.base)
+    page.once("dialog", lambda d: d.accept())
+    page.fill('form[action="/dashboard/admins/add"] input[name="identity"]', ident)
+    page.click('form[action="/dashboard/admins/add"] button')
+    page.wait_for_selector(".flash.ok")
+    assert page.locator(f'#admins code:text-is("{ident}")').count() == 1
+    assert page.locator("#last-admin").count() == 0
+    page.once("dialog", lambda d: d.accept())
+    page.click("#new-worker")
+    flash = page.inner_text(".flash.ok")
+    worker_id, worker_token = re.search(r"New worker ([0-9a-f]{64}): its token \(shown only now\) is (\S+)", flash).groups()  # type: ignore[union-attr]
+    assert page.locator(f'#workers code:text-is("{worker_id}")').count() == 1
+    claimed = httpx.post(f"{server.base}/api:job-retry/jobs/claim", headers=bearer(worker_token), json={"queue": "nothing-here"}, timeout=30)
+    assert claimed.status_code == 200 and claimed.json() == {"claimed": False}  # the new identity works as a worker
+    _shot(page, shots, "roles")
+    row = page.locator("#admins tbody tr", has=page.locator(f'code:text-is("{ident}")'))
+    page.once("dialog", lambda d: d.accept())
+    row.get_by_role("button", name="Remove").click()
+    page.wait_for_selector(".flash.ok")
+    assert page.locator(f'#admins code:text-is("{ident}")').count() == 0
+
+
+def test_signing_out_ends_the_session(page: Any, server: Server) -> None:
+    sign_in(page, server.owner_token())
+    page.wait_for_url(re.compile(r"/dashboard$"))
+    cookie = _session_cookie(page)["value"]
+    page.click("header .signout button")
+    page.wait_for_url(re.compile(r"/dashboard/login$"))
+    assert not [c for c in page.context.cookies() if c["name"] == "stdbmod_session"]
+    # The old cookie, replayed by hand, opens nothing: the server ended the session.
+    jar = {"stdbmod_session": cookie}
+    r = httpx.get(server.base + "/dashboard/jobs", cookies=jar, timeout=30)
+    assert r.status_code == 303 and r.headers["location"].startswith("/dashboard/login")
+    assert httpx.get(server.base + "/dashboard/live", cookies=jar, timeout=30).status_code == 401
