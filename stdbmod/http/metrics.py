@@ -92,7 +92,7 @@ class Metrics:
 
     def __init__(self, feed: Feed, counts: Counts, db: Callable[[], Database]) -> None:
         self.feed = feed
-        disable_created_metrics()  # no `_created` twin of every series (process-wide, as it must be)
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` twin of every series (process-wide)
         self.registry = r = CollectorRegistry()
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)

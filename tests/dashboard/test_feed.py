@@ -120,11 +120,11 @@ def test_call_outcomes_ok_error_and_panic(tmp_path: Path) -> None:
         batch: list[tuple[Any, Future[Any]]] = [(j, Future()) for j in jobs]
         outcomes = [(True, None), (False, SenderError("no")), (False, ReducerFailed("b")), (True, None)]
         m.on_batch((batch, outcomes, [1000, 2000, 3000, 4000], 5_000_000))
-        hist = {(s.labels["reducer"], s.labels["outcome"]): s.value for s in m.calls.collect()[0].samples if s.name.endswith("_count")}
+        hist = {(s.labels["reducer"], s.labels["outcome"]): s.value for s in next(iter(m.calls.collect())).samples if s.name.endswith("_count")}
         assert hist == {("a", "ok"): 1, ("a", "error"): 1, ("b", "panic"): 1}  # a gone schedule row ("") is not a call
-        batch_size = {s.name: s.value for s in m.batch_size.collect()[0].samples}
+        batch_size = {s.name: s.value for s in next(iter(m.batch_size.collect())).samples}
         assert batch_size["stdbmod_commit_batch_size_sum"] == 4
-        fsync = {s.name: s.value for s in m.fsync.collect()[0].samples}
+        fsync = {s.name: s.value for s in next(iter(m.fsync.collect())).samples}
         assert fsync["stdbmod_commit_fsync_duration_seconds_sum"] == pytest.approx(0.005)
     finally:
         db.close()
@@ -134,7 +134,7 @@ def test_label_pairs_are_bounded(tmp_path: Path) -> None:
     m, db = _metrics(tmp_path)
     try:
         m.on_tasks([TaskEvent("enqueued", f"q{i}", "t", 0) for i in range(MAX_PAIRS + 50)])
-        samples = [s for s in m.tasks["enqueued"].collect()[0].samples if s.name.endswith("_total")]
+        samples = [s for s in next(iter(m.tasks["enqueued"].collect())).samples if s.name.endswith("_total")]
         assert len(samples) == MAX_PAIRS + 1
         other = [s.value for s in samples if s.labels == {"queue": "_other", "job_type": "_other"}]
         assert other == [50]
