@@ -33,14 +33,24 @@ def _session_cookie(page: Any) -> dict[str, Any]:
 
 
 def test_sign_in_with_a_pasted_token_shows_the_overview(page: Any, server: Server, shots: Path) -> None:
-    post(server, "/jobs", server.owner_token(), {"job_type": "send_welcome_email", "queue": "overview", "payload": {"user_id": 42}})
+    token = server.owner_token()
+    for i in range(8):
+        post(server, "/jobs", token, {"job_type": "send_welcome_email", "queue": "emails", "payload": {"user_id": i}})
+    for outcome in ("complete", "complete", "complete", "fail", "complete"):
+        claimed = post(server, "/jobs/claim", token, {"queue": "emails", "worker_id": "mailer-1"})["job"]
+        post(server, f"/jobs/{claimed['id']}/{outcome}", token, {"error": "smtp 451 try later"} if outcome == "fail" else {"result": {"ok": True}})
+    post(server, "/jobs/claim", token, {"queue": "emails", "worker_id": "mailer-2"})
+    dead_job(server, token, "webhooks", "POST https://example.com/hook: 503")
     page.goto("/dashboard")
     assert page.url.endswith("/dashboard/login")  # not signed in: the sign-in page, nothing else
     _shot(page, shots, "login")
-    sign_in(page, server.owner_token())
+    sign_in(page, token)
     page.wait_for_url(re.compile(r"/dashboard$"))
     assert page.inner_text("h1") == "Overview"
-    assert page.locator('tr[data-queue="overview"]').count() == 1
+    emails = page.locator('tr[data-queue="emails"]').inner_text().split("\t")
+    assert emails[:6] == ["emails", "3", "2", "1", "4", "0"]  # queued (one waits out its backoff), ready, running, completed, dead
+    assert "4 done, 1 failed" in emails[-1]
+    assert page.locator('tr[data-queue="webhooks"] td').nth(5).inner_text() == "1"
     _shot(page, shots, "overview")
 
 
@@ -129,6 +139,7 @@ def test_a_job_page_shows_its_history_lease_and_only_its_actions(page: Any, serv
     assert "card declined" in page.inner_text("#last-error")
     assert "card declined" in page.inner_text("table.history")
     assert page.locator("#actions button").all_inner_texts() == ["Cancel"]  # queued: cancel only
+    _shot(page, shots, "job")
     page.goto(f"/dashboard/jobs/{k['id']}")
     lease = page.inner_text("#lease")
     assert "w-lease" in lease
@@ -138,7 +149,7 @@ def test_a_job_page_shows_its_history_lease_and_only_its_actions(page: Any, serv
     assert re.fullmatch(r"(9|10) min \d+ s", first), first
     page.wait_for_function("t => document.querySelector('.countdown').textContent !== t", arg=first)  # it counts down
     assert page.locator("#actions button").count() == 0  # running: nothing this server can do to it
-    _shot(page, shots, "job")
+    _shot(page, shots, "job_running")
 
 
 def test_cookie_flags_and_the_csrf_token(page: Any, server: Server) -> None:

@@ -26,7 +26,7 @@
       el.classList.toggle("expired", left <= 0);
     });
     document.querySelectorAll("[data-age]").forEach(function (el) {
-      el.textContent = span(now - Number(el.getAttribute("data-age"))) + " ago";
+      el.textContent = span(now - Number(el.getAttribute("data-age")));
     });
     document.querySelectorAll("time[data-ts]").forEach(function (el) {
       var d = Number(el.getAttribute("data-ts")) - now;
