@@ -4,7 +4,7 @@ the task table's indexes (`ix.count`), never by reading rows, in one read snapsh
 Queues are found by skipping through the `queue` index (one seek per queue); the counts walk the
 `by_claim_queue` index's keys under each (status, in_module, queue) prefix; the oldest ready task
 is the first entry of each priority under (queued, in_module, queue), one seek per priority (as
-a claim finds its task). Walking keys still costs about 0.2 s per million tasks, so a snapshot is
+a claim finds its task), and the ready count is the queued count less the tasks not due yet. Walking keys still costs about 0.2 s per million tasks, so a snapshot is
 kept and shared: it is taken again only when it is older than ten times what it cost to take
 (and at least `MIN_AGE` seconds), which bounds the CPU spent on it to a tenth of one core
 however many scrapes and dashboards ask.
@@ -56,11 +56,12 @@ def queues(tasks: Any) -> Iterator[str]:
         row = next(iter(tasks.queue.filter(Range(lo=row.queue, lo_inclusive=False))), None)
 
 
-def _ready(tasks: Any, queue: str, now: Timestamp) -> tuple[int, int | None]:
-    """How many queued tasks of `queue` are due by `now`, and the oldest one's run_after: per
-    priority under (queued, in_module, queue), the first entry is the earliest run_after and the
-    due ones are a run_after range (a key walk over the ready tasks only)."""
-    ready, oldest = 0, None
+def _waiting(tasks: Any, queue: str, now: Timestamp) -> tuple[int, int | None]:
+    """How many queued tasks of `queue` are not due yet, and the oldest ready one's run_after.
+    Per priority under (queued, in_module, queue), the first entry has the earliest run_after
+    and the tasks not due are a run_after range after `now`: usually the few waiting out a
+    backoff, so ready = queued - waiting costs no walk over the ready ones."""
+    waiting, oldest = 0, None
     for in_module in (False, True):
         prefix = (TaskStatus.QUEUED, in_module, queue)
         spec: tuple[Any, ...] = prefix
@@ -68,12 +69,11 @@ def _ready(tasks: Any, queue: str, now: Timestamp) -> tuple[int, int | None]:
             row: Task | None = next(iter(tasks.by_claim_queue.filter(spec)), None)
             if row is None:
                 break
-            if row.run_after <= now:
-                ready += tasks.by_claim_queue.count((*prefix, row.neg_priority, Range(hi=now, hi_inclusive=True)))
-                if oldest is None or row.run_after.micros < oldest:
-                    oldest = row.run_after.micros
+            waiting += tasks.by_claim_queue.count((*prefix, row.neg_priority, Range(lo=now, lo_inclusive=False)))
+            if row.run_after <= now and (oldest is None or row.run_after.micros < oldest):
+                oldest = row.run_after.micros
             spec = (*prefix, Range(lo=row.neg_priority, lo_inclusive=False))
-    return ready, oldest
+    return waiting, oldest
 
 
 def take(db: Database) -> Snapshot:
@@ -85,7 +85,8 @@ def take(db: Database) -> Snapshot:
         out = []
         for q in queues(tasks):
             counts = {s.value: tasks.by_claim_queue.count((s, False, q)) + tasks.by_claim_queue.count((s, True, q)) for s in STATUSES}
-            out.append(QueueCounts(q, counts, *_ready(tasks, q, now)))
+            waiting, oldest = _waiting(tasks, q, now)
+            out.append(QueueCounts(q, counts, counts[TaskStatus.QUEUED.value] - waiting, oldest))
     return Snapshot(now.micros, out, time.perf_counter() - started)
 
 
