@@ -200,3 +200,8 @@ def logs(database: str, num_lines: int | None) -> Call[list[LogLine]]:
 
 def openapi() -> Call[dict[str, Any]]:
     return Call("GET", "/openapi.json", _decoder(dict[str, Any]))
+
+
+def metrics() -> Call[str]:
+    """Prometheus' text format (an admin's token; docs/metrics.md)."""
+    return Call("GET", "/metrics", lambda c: c.decode("utf-8"))

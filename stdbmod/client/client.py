@@ -196,6 +196,10 @@ class Client:
         """The server's OpenAPI document (every route it serves)."""
         return self.send(calls.openapi())
 
+    def metrics(self) -> str:
+        """The server's metrics in Prometheus' text format (an admin's token)."""
+        return self.send(calls.metrics())
+
 
 class AsyncClient:
     """`Client`'s twin for asyncio: the same methods, each a coroutine."""
@@ -321,3 +325,6 @@ class AsyncClient:
 
     async def openapi(self) -> dict[str, Any]:
         return await self.send(calls.openapi())
+
+    async def metrics(self) -> str:
+        return await self.send(calls.metrics())

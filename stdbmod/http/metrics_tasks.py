@@ -39,6 +39,7 @@ class Snapshot(msgspec.Struct):
     taken_micros: int  # the database clock when taken
     queues: list[QueueCounts]
     cost_seconds: float
+    offset: int = -1  # the newest commit the asker had seen when it was taken (the live pages' version)
 
     def totals(self) -> dict[str, int]:
         out = dict.fromkeys((s.value for s in STATUSES), 0)
@@ -99,11 +100,14 @@ class Counts:
         self._snapshot: Snapshot | None = None
         self._at = 0.0
 
-    def get(self, db: Database) -> Snapshot:
+    def get(self, db: Database, offset: int = -1) -> Snapshot:
+        """The shared snapshot, taken again if it is too old; `offset`: the newest commit the
+        caller has seen, recorded with a snapshot it makes."""
         with self._lock:  # concurrent askers wait for one count rather than each counting
             snap = self._snapshot
             now = self._clock()
             if snap is None or now - self._at >= max(MIN_AGE, COST_FACTOR * snap.cost_seconds):
                 snap = self._snapshot = take(db)
+                snap.offset = offset
                 self._at = now
             return snap

@@ -235,7 +235,7 @@ def test_the_client_covers_every_route_of_the_openapi_document(world: World) -> 
         calls.complete_many([Completion(1)]), calls.fail(1, "e", None), calls.heartbeat(1, None, None), calls.cancel(1, None),
         calls.dead_letter(None, 1, 50), calls.requeue(1), calls.delete(1), calls.history(10), calls.ping(), calls.new_identity(),
         calls.verify("c200"), calls.database_info("retry"), calls.call_reducer("retry", "r", []), calls.schema("retry"), calls.logs("retry", None),
-        calls.openapi(),
+        calls.openapi(), calls.metrics(),
     ]
     names = {n for n, v in vars(calls).items() if inspect.isfunction(v) and v.__module__ == calls.__name__ and not n.startswith("_")}
     assert len(every) == len(names), "a call function is missing from this list"

@@ -17,6 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stdbmod import Database, ManualClock
+from stdbmod.client import Client
 from stdbmod.http.app import create_app
 from stdbmod.local.tokens import SigningKey
 from stdbmod.retry import create_retry_module
@@ -189,6 +190,8 @@ def test_only_an_admin_may_scrape_the_main_port(story: Story) -> None:
     r = scrape(story.base, plain)
     assert r.status_code == 403 and "only an admin" in r.json()["error"]
     assert scrape(story.base, story.admin).status_code == 200
+    with Client(story.base, story.admin) as client:  # the Python client reads it too
+        assert "stdbmod_tasks_enqueued_total" in client.metrics()
 
 
 def test_a_module_without_tasks_lets_its_owner_scrape(tmp_path: Path) -> None:

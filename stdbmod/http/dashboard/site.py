@@ -96,8 +96,11 @@ class Dashboard:
         session = self.session(request)
         if session is None:
             return redirect(PATH + "/login" + _next(request))
+        # Seen before the read, so the page's version is never newer than what it shows (the
+        # live poll then re-reads it once too often at worst, never once too few).
+        version = self.feed.last_offset
         try:
-            values = await run_in_threadpool(work, session.identity)
+            values = {"version": version, **await run_in_threadpool(work, session.identity)}
         except reads.NotAllowed:
             return self.not_allowed(request, session)
         except reads.NoTasks as e:
@@ -117,9 +120,12 @@ class Dashboard:
     async def overview(self, request: Request) -> Response:
         def work(who: Identity) -> dict[str, Any]:
             reads.check(self.ctx.db, who)
-            snap = self.counts.get(self.ctx.db)
+            self.feed.drain()  # the throughput counts every commit made so far
+            snap = self.counts.get(self.ctx.db, self.feed.last_offset)
             spark = {q.queue: self.throughput.summary(q.queue, snap.taken_micros) for q in snap.queues}
-            return {"snap": snap, "totals": snap.totals(), "throughput": spark, "now": snap.taken_micros // 1000}
+            # The page's version is its counts': a shared snapshot older than the newest commit
+            # makes the page poll, and re-read, until a newer one is taken.
+            return {"snap": snap, "totals": snap.totals(), "throughput": spark, "now": snap.taken_micros // 1000, "version": snap.offset}
 
         return await self.page(request, "overview.html", work, "Overview")
 
@@ -130,7 +136,7 @@ class Dashboard:
             f = job_filter(p.get("status"), p.get("queue"), p.get("job_type"), p.get("since"), p.get("until"), p.get("q"))
             before = reads.Cursor.parse(p["before"]) if p.get("before") else None
             page = reads.jobs(self.ctx.db, who, f, before)
-            return {"page": page, "filter": f, "statuses": [s.value for s in TaskStatus], "budget": reads.BUDGET, "now": self._now()}
+            return {"page": page, "filter": f, "statuses": [s.value for s in TaskStatus], "budget": reads.BUDGET, "now": self._now(), "dead": False}
 
         return await self.page(request, "jobs.html", work, "Jobs")
 
@@ -151,9 +157,9 @@ class Dashboard:
         def work(who: Identity) -> dict[str, Any]:
             f = job_filter("dead", p.get("queue"), p.get("job_type"), None, None, p.get("q"))
             before = reads.Cursor.parse(p["before"]) if p.get("before") else None
-            return {"page": reads.jobs(self.ctx.db, who, f, before), "filter": f, "budget": reads.BUDGET, "now": self._now()}
+            return {"page": reads.jobs(self.ctx.db, who, f, before), "filter": f, "budget": reads.BUDGET, "now": self._now(), "dead": True}
 
-        return await self.page(request, "dead.html", work, "Dead letters")
+        return await self.page(request, "jobs.html", work, "Dead letters")
 
     async def roles(self, request: Request) -> Response:
         def work(who: Identity) -> dict[str, Any]:
