@@ -112,8 +112,8 @@ class Metrics:
             "stdbmod_commit_fsync_duration_seconds", "How long each commit took to be durable (LMDB's commit, its fsync included).",
             buckets=COMMIT_BUCKETS, registry=r,
         )
-        self.offset = Gauge("stdbmod_commit_log_offset", "The offset of the newest committed transaction (-1: none since start).", registry=r)
-        self.offset.set_function(lambda: self.feed.last_offset)
+        self.offset = Gauge("stdbmod_commit_log_offset", "The offset of the newest transaction in the commit log (any node's).", registry=r)
+        self.offset.set_function(lambda: db().commit_log_end() - 1)
         self.http = Histogram(
             "stdbmod_http_request_duration_seconds", "HTTP requests by route template, method and status, with their durations.",
             ["route", "method", "status"], buckets=HTTP_BUCKETS, registry=r,

@@ -47,7 +47,6 @@ class Feed:
     def __init__(self) -> None:
         self.task_listeners: list[TaskListener] = []
         self.batch_listeners: list[BatchListener] = []
-        self.last_offset = -1  # the newest commit record drained (-1: none yet)
         self._records: collections.deque[list[CommitRecord]] = collections.deque()
         self._batches: collections.deque[BatchTimes] = collections.deque()
         self._lock = threading.Lock()  # one drain at a time, so listeners see events in order
@@ -111,7 +110,6 @@ class Feed:
                     b(times)
             while self._records:
                 records = self._records.popleft()
-                self.last_offset = records[-1].offset
                 if self._decoder is None:
                     continue
                 events = [e for r in records for e in self.task_events(r)]

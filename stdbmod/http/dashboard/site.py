@@ -84,7 +84,6 @@ class Dashboard:
             "csrf": session.csrf if session is not None else "",
             "flashes": session.take_flashes() if session is not None else [],
             "db_name": self.ctx.db.name,
-            "version": self.feed.last_offset,
             "path": request.url.path,
             "params": dict(request.query_params),
             **values,
@@ -96,11 +95,8 @@ class Dashboard:
         session = self.session(request)
         if session is None:
             return redirect(PATH + "/login" + _next(request))
-        # Seen before the read, so the page's version is never newer than what it shows (the
-        # live poll then re-reads it once too often at worst, never once too few).
-        version = self.feed.last_offset
         try:
-            values = {"version": version, **await run_in_threadpool(work, session.identity)}
+            values = await run_in_threadpool(self._read, work, session.identity)
         except reads.NotAllowed:
             return self.not_allowed(request, session)
         except reads.NoTasks as e:
@@ -110,6 +106,13 @@ class Dashboard:
             title = "Not found" if status == 404 else "Bad request"
             return self.web.render(request, "message.html", self.base(request, session, title=title, message=message), status)
         return self.web.render(request, template, self.base(request, session, title=title, **values))
+
+    def _read(self, work: Work, who: Identity) -> dict[str, Any]:
+        """`work`'s values and the page's version: the commit log's end (every node's commits),
+        seen before the read, so never newer than what the page shows (the live poll re-reads
+        it once too often at worst, never once too few)."""
+        version = self.ctx.db.commit_log_end()
+        return {"version": version, **work(who)}
 
     def not_allowed(self, request: Request, session: Session | None, identity: Identity | None = None) -> Response:
         who = identity or (session.identity if session is not None else None)
@@ -121,7 +124,7 @@ class Dashboard:
         def work(who: Identity) -> dict[str, Any]:
             reads.check(self.ctx.db, who)
             self.feed.drain()  # the throughput counts every commit made so far
-            snap = self.counts.get(self.ctx.db, self.feed.last_offset)
+            snap = self.counts.get(self.ctx.db, self.ctx.db.commit_log_end())
             spark = {q.queue: self.throughput.summary(q.queue, snap.taken_micros) for q in snap.queues}
             # The page's version is its counts': a shared snapshot older than the newest commit
             # makes the page poll, and re-read, until a newer one is taken.
@@ -168,15 +171,15 @@ class Dashboard:
         return await self.page(request, "roles.html", work, "Admins and workers")
 
     async def live(self, request: Request) -> Response:
-        """The live parts' poll: the newest commit's offset (a page re-reads itself when it
-        moved). An admin's session only."""
+        """The live parts' poll: the commit log's end (a page re-reads itself when it moved;
+        on PostgreSQL it moves with every node's commits). An admin's session only."""
         session = self.session(request)
         if session is None:
             return secure(JSONResponse({"error": "not signed in"}, 401))
-        if not await run_in_threadpool(is_admin_now, self.ctx.db, session.identity):
+        db = self.ctx.db
+        if not await run_in_threadpool(is_admin_now, db, session.identity):
             return secure(JSONResponse({"error": "not allowed"}, 403))
-        await run_in_threadpool(self.feed.drain)
-        return secure(JSONResponse({"version": self.feed.last_offset}))
+        return secure(JSONResponse({"version": await run_in_threadpool(db.commit_log_end)}))
 
     async def static(self, request: Request) -> Response:
         return self.web.static(request.path_params["name"])
