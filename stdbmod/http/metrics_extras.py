@@ -112,8 +112,7 @@ class Extras:
             raise HttpError(501, METRICS_MISSING)
         from .metrics import CONTENT_TYPE
 
-        self.ctx.db  # 503 until the database is open
-        body = await run_in_threadpool(self.metrics.render)
+        body = await run_in_threadpool(self.metrics.render)  # 503 until the database is open (ctx.db)
         return Response(body, media_type=CONTENT_TYPE)
 
     def metrics_app(self, **starlette: Any) -> Starlette:

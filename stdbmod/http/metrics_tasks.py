@@ -1,13 +1,14 @@
-"""How many tasks each queue holds in each status, and its oldest ready task's age: counted in
-the task table's indexes (`ix.count`), never by reading rows, in one read snapshot.
+"""How many tasks each queue holds in each status, and its oldest ready task's age: counted in the
+task table's indexes (`ix.count`), never by reading rows, in one read snapshot.
 
 Queues are found by skipping through the `queue` index (one seek per queue); the counts walk the
-`by_claim_queue` index's keys under each (status, in_module, queue) prefix; the oldest ready task
-is the first entry of each priority under (queued, in_module, queue), one seek per priority (as
-a claim finds its task), and the ready count is the queued count less the tasks not due yet. Walking keys still costs about 0.2 s per million tasks, so a snapshot is
-kept and shared: it is taken again only when it is older than ten times what it cost to take
-(and at least `MIN_AGE` seconds), which bounds the CPU spent on it to a tenth of one core
-however many scrapes and dashboards ask.
+`by_claim_queue` index's keys under each (status, in_module, queue) prefix; the oldest ready
+task is the first entry of each priority under (queued, in_module, queue), one seek per priority
+(as a claim finds its task), and the ready count is the queued count less the tasks not due yet.
+Walking keys still costs about 0.2 s per million tasks, so a snapshot is kept and shared: it is
+taken again only when it is older than ten times what it cost to take (and at least `MIN_AGE`
+seconds), which bounds the CPU spent on it to a tenth of one core however many scrapes and
+dashboards ask.
 """
 
 from __future__ import annotations

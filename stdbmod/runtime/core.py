@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from time import perf_counter_ns
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from time import perf_counter_ns
 from typing import Any
 
 from ..errors import ReducerFailed, SenderError, StorageError, StoragePanic, TransientStorageError

@@ -4,13 +4,11 @@ admin check in the same snapshot."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from stdbmod import Database, Identity, ManualClock
-from stdbmod.http.dashboard import Cursor, JobFilter, NotAllowed
-from stdbmod.http.dashboard import reads
+from stdbmod.http.dashboard import Cursor, JobFilter, NotAllowed, reads
 from stdbmod.retry import NewTask, TaskStatus, create_retry_module
 
 ADMIN = Identity.from_claims("test", "admin")

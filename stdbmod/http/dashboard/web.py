@@ -146,4 +146,4 @@ def parse_time(text: str | None) -> Timestamp | None:
 
 
 def now_millis() -> int:
-    return int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000)
+    return int(dt.datetime.now(dt.UTC).timestamp() * 1000)
