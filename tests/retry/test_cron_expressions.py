@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from cronsim import CronSim
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from stdbmod import Timestamp
@@ -118,6 +118,10 @@ def test_due_is_the_newest_instants_of_the_forward_walk(expr: str, zone: str, st
     """`due` (the bounded catch-up walk) agrees with a full forward walk of cronsim's instants,
     across months, zones and their daylight-saving changes; and instants_after is cronsim's
     own forward walk, in real time."""
+    try:
+        expression(expr)
+    except InvalidArgument:  # the fields can combine into a day no month has (31 in November)
+        assume(False)
     tz = time_zone(zone)
     after = Timestamp(start)
     upto = Timestamp(start + span_days * 86_400_000_000 + 3_600_000_000)
