@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from stdbmod.errors import StorageError, TransientStorageError
 from stdbmod.storage import MemoryStorage, ReadTxn, WriteTxn
 from stdbmod.storage.postgres import PostgresStorage
+from stdbmod.storage.postgres.storage import _PgRead
 from tests.postgres import server
 
 
@@ -278,3 +279,47 @@ def test_commit_outcome_after_a_lost_connection_is_asked_of_the_server(pg: Postg
 def test_an_unreachable_server_is_a_clear_error() -> None:
     with pytest.raises(StorageError, match="cannot connect to PostgreSQL"):
         PostgresStorage("postgresql://nobody@127.0.0.1:1/none")
+
+
+def test_a_writers_cache_never_hides_another_nodes_commit(pg: PostgresStorage, schema: str) -> None:
+    """A node's write transactions remember what they read and wrote (no round trip the next
+    time) only while nobody else commits: another node's commit moves the schema's version and
+    the next write transaction starts afresh."""
+    other = PostgresStorage(server.DSN, schema=schema)
+    try:
+        pg.ensure_spaces(["a"])
+        w = pg.begin_write()
+        w.put("a", b"k", b"mine")
+        w.commit()
+        w = pg.begin_write()
+        assert w.get("a", b"k") == b"mine" and w.get("a", b"absent") is None
+        w.abort()
+        assert pg._cache[("a", b"k")] == b"mine"  # remembered...
+        sent = []
+        real = _PgRead._run
+
+        def counting(self: _PgRead, query: Any, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+            sent.append(query)
+            return real(self, query, params)
+
+        _PgRead._run = counting  # type: ignore[method-assign]
+        try:
+            w = pg.begin_write()
+            assert w.get("a", b"k") == b"mine" and w.get("a", b"absent") is None
+            w.abort()
+            assert sent == []  # ...and read from memory while nobody else wrote
+            w2 = other.begin_write()
+            w2.put("a", b"k", b"theirs")
+            w2.put("a", b"absent", b"now here")
+            w2.commit()
+            w = pg.begin_write()
+            assert w.get("a", b"k") == b"theirs" and w.get("a", b"absent") == b"now here"
+            assert w.delete("a", b"k")
+            w.commit()
+            w2 = other.begin_write()
+            assert w2.get("a", b"k") is None
+            w2.abort()
+        finally:
+            _PgRead._run = real  # type: ignore[method-assign]
+    finally:
+        other.close()

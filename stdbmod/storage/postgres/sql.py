@@ -44,6 +44,14 @@ class Statements:
                 " PRIMARY KEY (space, key))"
             ).format(s),
         ]
+        # A counter every commit that writes moves on: a node whose last commit left it where it
+        # is knows nobody else wrote since, so what it cached stays true (storage.py).
+        self.create_version = [
+            sql.SQL("CREATE TABLE IF NOT EXISTS {}.version (v bigint NOT NULL)").format(s),
+            sql.SQL("INSERT INTO {}.version (v) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM {}.version)").format(s, s),
+        ]
+        self.version = sql.SQL("SELECT v FROM {}.version").format(s)
+        self.bump = sql.SQL("UPDATE {}.version SET v = v + 1 RETURNING v").format(s)
         self.spaces = sql.SQL("SELECT name, id FROM {}.spaces").format(s)
         self.add_spaces = sql.SQL("INSERT INTO {}.spaces (name) SELECT unnest(%s::text[]) ON CONFLICT (name) DO NOTHING").format(s)
         self.get = sql.SQL("SELECT value FROM {}.kv WHERE space = %s AND key = %s").format(s)

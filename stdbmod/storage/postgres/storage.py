@@ -44,6 +44,8 @@ MAX_KEY = 2000
 PAGES = (16, 128, 1024, 8192)  # rows per page of a scan: small first (most scans stop early)
 CONNECT_TIMEOUT = 10.0
 STATUS_WAIT = 10.0  # how long a commit whose connection died waits for its outcome to be known
+CACHE_KEYS = 200_000  # the writer's cache of stored values (emptied when full)
+_MISS = object()
 
 _TRANSIENT = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
 
@@ -154,7 +156,18 @@ class _PgWrite(_PgRead, WriteTxn):
 
     def get(self, space: str, key: bytes) -> bytes | None:
         found, value = lookup(self._levels, space, key)
-        return value if found else self._stored_get(space, key)
+        return value if found else self._cached_get(space, key)
+
+    def _cached_get(self, space: str, key: bytes) -> bytes | None:
+        cache = self._s._cache
+        hit = cache.get((space, key), _MISS)
+        if hit is not _MISS:
+            return hit  # type: ignore[return-value]
+        value = self._stored_get(space, key)
+        if len(cache) >= CACHE_KEYS:
+            cache.clear()
+        cache[(space, key)] = value
+        return value
 
     def scan(self, space: str, start: bytes | None = None, stop: bytes | None = None, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
         pending = pending_range(self._levels, space, start, stop)
@@ -188,7 +201,7 @@ class _PgWrite(_PgRead, WriteTxn):
         if space not in self._s._ids:
             self._s.require_space(space)
         found, value = lookup(self._levels, space, key)
-        existed = value is not None if found else self._stored_get(space, key) is not None
+        existed = value is not None if found else self._cached_get(space, key) is not None
         if existed:
             self._mine.set(space, bytes(key), None)
         return existed
@@ -248,6 +261,10 @@ class PostgresStorage(Storage):
         self._ids_lock = threading.Lock()
         self._writer_lock = threading.Lock()  # one top-level write transaction per process
         self._writer: psycopg.Connection[Any] | None = None
+        # What this node's write transactions read or wrote, true as long as nobody else commits:
+        # valid while the schema's version is `_cache_version` (checked under the writers' lock).
+        self._cache: dict[tuple[str, bytes], bytes | None] = {}
+        self._cache_version: int | None = None
         self._closed = False
         self.node = new_node_id()  # names this process's announcements, so it skips its own
         self._channel = channel(schema)
@@ -293,11 +310,11 @@ class PostgresStorage(Storage):
         """The schema and its tables, created under the writers' lock when missing (nodes
         starting together must not race), then the known spaces."""
         try:
-            row = conn.execute("SELECT to_regclass(%s)", (f'"{self.schema}".kv',)).fetchone()
-            if row is None or row[0] is None:
+            row = conn.execute("SELECT to_regclass(%s), to_regclass(%s)", (f'"{self.schema}".kv', f'"{self.schema}".version')).fetchone()
+            if row is None or row[0] is None or row[1] is None:
                 with conn.transaction():
                     conn.execute(self.sql.lock)
-                    for statement in self.sql.create:
+                    for statement in [*self.sql.create, *self.sql.create_version]:
                         conn.execute(statement)
             self._load_ids(conn)
         except psycopg.Error as e:
@@ -399,9 +416,17 @@ class PostgresStorage(Storage):
         try:
             conn = self._writer_conn()
             try:
-                conn.execute(f"BEGIN ISOLATION LEVEL READ COMMITTED; {self.sql.lock}", prepare=False)
+                with conn.pipeline():
+                    conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+                    conn.execute(self.sql.lock)
+                    version = conn.execute(self.sql.version)
+                row = version.fetchone()
             except psycopg.Error as e:
+                self._forget()
                 raise _translate(e, conn) from e
+            if row is None or row[0] != self._cache_version:
+                self._cache.clear()  # another node committed since: what we knew may be stale
+                self._cache_version = None if row is None else int(row[0])
             return _PgWrite(self, conn, None)
         except BaseException:
             self._writer_lock.release()
@@ -416,24 +441,44 @@ class PostgresStorage(Storage):
             try:
                 with conn.pipeline():
                     conn.execute(self.sql.flush, args)
+                    bumped = conn.execute(self.sql.bump)
                     for message in announced:  # delivered by PostgreSQL at the commit, if any
                         conn.execute("SELECT pg_notify(%s, %s)", (self._channel, f"{self.node} {message}"))
                     xid_cur = conn.execute("SELECT pg_current_xact_id()::text")
+                version_row = bumped.fetchone()
                 xid_row = xid_cur.fetchone()
             except psycopg.Error as e:
+                self._forget()
                 self._discard_failed(conn)
                 raise _translate(e, conn) from e
-            assert xid_row is not None
+            assert xid_row is not None and version_row is not None
             xid = str(xid_row[0])
             try:
                 conn.execute("COMMIT")
             except psycopg.Error as e:
+                self._forget()
                 if not (conn.broken or conn.closed):
                     self._discard_failed(conn)
                     raise _translate(e, conn) from e
                 self._resolve(xid, e)
+                return
+            self._remember(writes, int(version_row[0]))
         finally:
             self._writer_lock.release()
+
+    def _forget(self) -> None:
+        self._cache.clear()
+        self._cache_version = None
+
+    def _remember(self, writes: WriteSet, version: int) -> None:
+        """After our commit moved the version to `version`: the cache holds what we wrote."""
+        cache = self._cache
+        if len(cache) >= CACHE_KEYS:
+            cache.clear()
+        for space, pending in writes.writes.items():
+            for key, value in pending.items():
+                cache[(space, key)] = value
+        self._cache_version = version
 
     def _flush_args(self, writes: WriteSet) -> tuple[list[int], list[bytes], list[bytes], list[int], list[bytes]]:
         up_s: list[int] = []
