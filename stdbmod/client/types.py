@@ -21,7 +21,8 @@ class Job(msgspec.Struct, frozen=True):
     """A job as the server shows it: seed 000's `jr_job` columns, then stdbmod's.
 
     `status` is "queued", "running", "completed" or "dead"; `dead_reason` is "exhausted",
-    "gave_up" or "cancelled" for a dead job. `attempts` counts the claims so far: a claimed job's
+    "gave_up", "cancelled" or "discarded" for a dead job; `finished_at` is when it became
+    completed or dead. `attempts` counts the claims so far: a claimed job's
     `attempts` is the attempt the worker holds (what it sends to fence its reports)."""
 
     id: int
@@ -46,6 +47,7 @@ class Job(msgspec.Struct, frozen=True):
     lease_expires_at: Millis | None = None
     lease_holder: str | None = None
     idempotency_key: str | None = None
+    finished_at: Millis | None = None
 
 
 class JobPage(msgspec.Struct, frozen=True):
@@ -58,7 +60,8 @@ class JobPage(msgspec.Struct, frozen=True):
 
 
 class HistoryEntry(msgspec.Struct, frozen=True):
-    """One attempt of the history. `outcome`: "completed", "failed", "gave_up", "lease_expired"."""
+    """One attempt of the history. `outcome`: "completed", "failed", "gave_up", "lease_expired",
+    "discarded", "timeout", "snoozed" or "cancelled"."""
 
     id: int
     task_id: int

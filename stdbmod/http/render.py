@@ -71,6 +71,7 @@ def job(task: Any) -> wire.Job:
         lease_expires_at=millis(task.lease_expires_at),
         lease_holder=_text(task.lease_holder),
         idempotency_key=task.idempotency_key,
+        finished_at=millis(task.finished_at),
     )
 
 

@@ -22,7 +22,7 @@ EpochMillis = Annotated[int, Meta(ge=0, le=253_402_300_799_999, description="mil
 Seconds = Annotated[int, Meta(ge=1, le=limits.MAX_LEASE_SECONDS)]
 FreeJson = Annotated[Any, Meta(description="any JSON; its integers must fit 64 bits (-2**63 to 2**64-1), what MessagePack stores: a larger one is a 400")]
 Status = Literal["queued", "running", "completed", "dead"]
-DeadReason = Literal["exhausted", "gave_up", "cancelled"]
+DeadReason = Literal["exhausted", "gave_up", "cancelled", "discarded"]
 
 # --- job routes: request bodies ------------------------------------------------------------------
 
@@ -150,6 +150,7 @@ class Job(msgspec.Struct):
     lease_expires_at: Millis | None
     lease_holder: str | None
     idempotency_key: str | None
+    finished_at: Millis | None
 
 
 class Claim(msgspec.Struct, omit_defaults=True):

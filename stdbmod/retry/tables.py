@@ -28,9 +28,11 @@ class TaskStatus(str, enum.Enum):
 
 
 class DeadReason(str, enum.Enum):
+    # members are only ever appended (a compatible schema change: runtime/schema_check.py)
     EXHAUSTED = "exhausted"
     GAVE_UP = "gave_up"
-    CANCELLED = "cancelled"
+    CANCELLED = "cancelled"  # by an admin, whether it was queued or running
+    DISCARDED = "discarded"  # a worker's fail with retry false
 
 
 class Outcome(str, enum.Enum):
@@ -40,6 +42,10 @@ class Outcome(str, enum.Enum):
     FAILED = "failed"
     GAVE_UP = "gave_up"
     LEASE_EXPIRED = "lease_expired"
+    DISCARDED = "discarded"  # a worker's fail with retry false
+    TIMEOUT = "timeout"  # the attempt ran past its timeout_seconds
+    SNOOZED = "snoozed"  # given back, to run later (the attempt does not count)
+    CANCELLED = "cancelled"  # an admin cancelled the running task
 
 
 # Claim walks these indexes: status and in_module first (only queued tasks for external workers),
@@ -49,6 +55,10 @@ class Outcome(str, enum.Enum):
 TASK_INDEXES = {
     "by_claim_queue": ("status", "in_module", "queue", "neg_priority", "run_after"),
     "by_claim": ("status", "in_module", "neg_priority", "run_after"),
+    # retention walks a finished status oldest first; time ranges of completed and dead tasks
+    "by_finished": ("status", "finished_at"),
+    # the dead-letter tier grouped by error fingerprint
+    "by_fingerprint": ("status", "error_fingerprint"),
 }
 
 
@@ -77,6 +87,17 @@ class Task(msgspec.Struct):
     completed_at: Timestamp | None = None
     result: Any = None
     idempotency_key: Annotated[str | None, Index()] = None
+    # appended columns (old rows decode with the defaults); docs/retry.md, "The state machine"
+    finished_at: Timestamp | None = None  # when it became completed or dead (None while live)
+    timeout_seconds: int | None = None  # an attempt may not run past last_attempted_at + this
+    partition_key: str | None = None  # rate limits per partition (a customer id...)
+    unique_key: Annotated[str | None, Index()] = None  # unique jobs over a window
+    snoozes: int = 0  # snoozes so far (bounded)
+    max_backoff_seconds: int | None = None  # a cap on the computed delay
+    backoff_jitter: float = 0.0  # a fraction of the delay, drawn from ctx.rng
+    error_fingerprint: str | None = None  # set when the task dies: the dead-letter groups
+    triage_hold: bool = False  # died again with the fingerprint it was bulk-requeued under
+    recurring_id: int | None = None  # the recurring entry that enqueued it
 
 
 class Attempt(msgspec.Struct):

@@ -211,7 +211,14 @@ def succeed(ctx: ReducerContext, task: Task, result: Any, worker: str) -> Task:
     _record(ctx, task, Outcome.COMPLETED, None, worker)
     now = ctx.timestamp
     done = _replace(
-        task, status=TaskStatus.COMPLETED, completed_at=now, result=result, lease_holder=None, lease_expires_at=None, updated_at=now
+        task,
+        status=TaskStatus.COMPLETED,
+        completed_at=now,
+        finished_at=now,
+        result=result,
+        lease_holder=None,
+        lease_expires_at=None,
+        updated_at=now,
     )
     ctx.db.task.id.update(done)
     disarm(ctx, task)
@@ -225,9 +232,9 @@ def fail(ctx: ReducerContext, handlers: Handlers, task: Task, error: str, outcom
     now = ctx.timestamp
     after = _replace(task, last_error=error, lease_holder=None, lease_expires_at=None, updated_at=now)
     if outcome is Outcome.GAVE_UP:
-        after = _replace(after, status=TaskStatus.DEAD, dead_reason=DeadReason.GAVE_UP)
+        after = _replace(after, status=TaskStatus.DEAD, dead_reason=DeadReason.GAVE_UP, finished_at=now)
     elif task.attempts >= task.max_attempts:
-        after = _replace(after, status=TaskStatus.DEAD, dead_reason=DeadReason.EXHAUSTED)
+        after = _replace(after, status=TaskStatus.DEAD, dead_reason=DeadReason.EXHAUSTED, finished_at=now)
     else:
         run_after = now + backoff_delay(task.backoff_seconds, task.attempts)
         after = _replace(after, status=TaskStatus.QUEUED, run_after=run_after, in_module=task.job_type in handlers)
@@ -250,6 +257,7 @@ def requeue(ctx: ReducerContext, handlers: Handlers, task: Task) -> Task:
         task,
         status=TaskStatus.QUEUED,
         dead_reason=None,
+        finished_at=None,
         attempts=0,
         run_after=now,
         in_module=task.job_type in handlers,
@@ -267,7 +275,7 @@ def cancel(ctx: ReducerContext, task: Task, reason: str | None) -> Task:
     if task.status is not TaskStatus.QUEUED:
         raise InvalidTransition(f"task {task.id} is {task.status.value}; only a queued task can be cancelled")
     now = ctx.timestamp
-    dead = _replace(task, status=TaskStatus.DEAD, dead_reason=DeadReason.CANCELLED, updated_at=now)
+    dead = _replace(task, status=TaskStatus.DEAD, dead_reason=DeadReason.CANCELLED, finished_at=now, updated_at=now)
     if reason is not None:
         dead = _replace(dead, last_error=clip_error(reason))
     ctx.db.task.id.update(dead)

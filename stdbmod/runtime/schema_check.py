@@ -3,15 +3,65 @@ rebuilt for it.
 
 Allowed without a hand-written migration: adding tables, adding reducers, changing reducers,
 changing a table's `public` flag, appending a column that has a default (old rows decode with
-the default), and adding, removing or redefining indexes (`migrate.rebuild_indexes` builds them
-from the rows, as SpacetimeDB's automatic migrations do). Anything else is refused with a
-message naming the table and column."""
+the default), appending members at the end of a column's enum (old rows hold only the old
+members' values, and keys encode an enum member by its value, so no index moves), and adding,
+removing or redefining indexes (`migrate.rebuild_indexes` builds them from the rows, as
+SpacetimeDB's automatic migrations do). Anything else is refused with a message naming the
+table and column: removing, renaming or reordering an enum's members changes its type."""
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 from ..errors import SchemaMismatch
+
+_ENUM = "enum "
+
+
+def _split_enums(type_name: str) -> tuple[str, list[tuple[Any, ...]]]:
+    """A column's type string (schema.type_name) with each enum's member list cut out, and the
+    member lists: `enum Status('a', 'b') | None` -> (`enum Status() | None`, [('a', 'b')])."""
+    shape, members, i = [], [], 0
+    while (start := type_name.find(_ENUM, i)) != -1:
+        open_at = type_name.find("(", start)
+        if open_at == -1:
+            break
+        close_at, quote, j = -1, "", open_at + 1
+        while j < len(type_name):  # the closing parenthesis, outside the members' string literals
+            c = type_name[j]
+            if quote:
+                if c == "\\":
+                    j += 1
+                elif c == quote:
+                    quote = ""
+            elif c in "'\"":
+                quote = c
+            elif c == ")":
+                close_at = j
+                break
+            j += 1
+        if close_at == -1:
+            break
+        inner = type_name[open_at + 1 : close_at]
+        try:
+            values = ast.literal_eval(f"({inner},)") if inner.strip() else ()
+        except (ValueError, SyntaxError):
+            values = (inner,)  # not literals: compared as text
+        shape.append(type_name[i : open_at + 1] + ")")
+        members.append(tuple(values))
+        i = close_at + 1
+    shape.append(type_name[i:])
+    return "".join(shape), members
+
+
+def same_or_appended(old: str, new: str) -> bool:
+    """`new` is `old`, or `old` with members appended to its enums (values kept, in order)."""
+    if old == new:
+        return True
+    old_shape, old_members = _split_enums(old)
+    new_shape, new_members = _split_enums(new)
+    return old_shape == new_shape and all(n[: len(o)] == o for o, n in zip(old_members, new_members, strict=True))
 
 
 def check_compatible(stored: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, bool]]:
@@ -31,7 +81,7 @@ def check_compatible(stored: dict[str, Any], new: dict[str, Any]) -> list[tuple[
             nc = new_cols[i]
             if nc["name"] != col["name"]:
                 raise SchemaMismatch(f"table {name}: column {col['name']} was renamed, moved or removed (now {nc['name']})")
-            if nc["type"] != col["type"]:
+            if not same_or_appended(col["type"], nc["type"]):
                 raise SchemaMismatch(f"table {name}: column {col['name']} changed type from {col['type']} to {nc['type']}")
         for key in ("primary_key", "auto_inc", "scheduled"):
             if old[key] != t[key]:

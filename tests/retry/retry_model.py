@@ -46,6 +46,7 @@ class MTask:
     claimed_by: str | None = None
     last_error: str | None = None
     result: Any = None
+    finished_at: int | None = None  # when it became completed or dead
 
 
 @dataclass
@@ -103,9 +104,9 @@ class Model:
         self._record(t, outcome, worker)
         t.last_error, t.lease_holder, t.lease_expires = error, None, None
         if outcome == "gave_up":
-            t.status, t.dead_reason = "dead", "gave_up"
+            t.status, t.dead_reason, t.finished_at = "dead", "gave_up", self.now
         elif t.attempts >= t.max_attempts:
-            t.status, t.dead_reason = "dead", "exhausted"
+            t.status, t.dead_reason, t.finished_at = "dead", "exhausted", self.now
         else:
             t.status = "queued"
             t.run_after = self.now + min(t.backoff * 2 ** (t.attempts - 1), 30 * 86_400) * S
@@ -170,7 +171,7 @@ class Model:
         self._worker(who)
         t = self._held(who, task_id, attempt)
         self._record(t, "completed", t.claimed_by or "")
-        t.status, t.result, t.lease_holder, t.lease_expires = "completed", result, None, None
+        t.status, t.result, t.lease_holder, t.lease_expires, t.finished_at = "completed", result, None, None, self.now
         self._disarm(t.id)
         return t
 
@@ -187,7 +188,7 @@ class Model:
         t = self._task(task_id)
         if t.status != "dead":
             raise Refused(InvalidTransition)
-        t.status, t.dead_reason, t.attempts, t.run_after = "queued", None, 0, self.now
+        t.status, t.dead_reason, t.attempts, t.run_after, t.finished_at = "queued", None, 0, self.now, None
         t.in_module = self._handled(t.job_type)
         if t.in_module:
             self._arm(t)
@@ -198,7 +199,7 @@ class Model:
         t = self._task(task_id)
         if t.status != "queued":
             raise Refused(InvalidTransition)
-        t.status, t.dead_reason = "dead", "cancelled"
+        t.status, t.dead_reason, t.finished_at = "dead", "cancelled", self.now
         if reason is not None:
             t.last_error = reason
         self._disarm(t.id)
@@ -290,7 +291,7 @@ class Model:
             self.notes.append((t.id, t.attempts))
         if outcome == "ok":
             self._record(t, "completed", "handler")
-            t.status, t.result = "completed", {"attempt": t.attempts}
+            t.status, t.result, t.finished_at = "completed", {"attempt": t.attempts}, self.now
         elif outcome == "give_up":
             self._fail(t, "bad input", "gave_up", "handler")
         else:

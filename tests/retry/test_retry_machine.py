@@ -94,6 +94,8 @@ def same_task(real: Task, m: MTask) -> None:
     assert (real.priority, real.neg_priority, real.run_after.micros, real.in_module) == (m.priority, -m.priority, m.run_after, m.in_module), (real, m)
     expires = real.lease_expires_at.micros if real.lease_expires_at else None
     assert (real.lease_holder, expires, real.claimed_by, real.result) == (m.lease_holder, m.lease_expires, m.claimed_by, m.result), (real, m)
+    finished = real.finished_at.micros if real.finished_at else None
+    assert finished == m.finished_at, (real, m)
     if m.last_error == CRASH:
         assert real.last_error is not None and real.last_error.startswith("Traceback") and "RuntimeError: crash" in real.last_error
     elif m.last_error == LEASE:

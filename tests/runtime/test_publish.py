@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 from typing import Annotated
 
@@ -141,3 +142,59 @@ def test_adding_a_table_or_a_defaulted_column_is_allowed(tmp_path: Path) -> None
     db = Database.open(tmp_path, make_module(extra_table=True, extra_column=True))
     assert rows(db) == [OWNER.to_hex(), "x", "y"]
     db.close()
+
+
+def colours(*values: str) -> type[enum.Enum]:
+    """An enum type `Colour` with these members (the schema names it by its type name)."""
+    return enum.Enum("Colour", [(v.upper(), v) for v in values], type=str)  # type: ignore[return-value]
+
+
+_Colour = colours("red", "blue")
+_MoreColours = colours("red", "blue", "green")  # a member appended
+_Reordered = colours("blue", "red")
+
+
+def colour_module(colour: type[enum.Enum]) -> Module:
+    m = Module("pub")
+    # real types, not strings: the enum is a local value
+    Paint = msgspec.defstruct(
+        "Paint", [("id", Annotated[int, PrimaryKey(auto_inc=True)]), ("colour", Annotated[colour, Index()]), ("also", list[colour | None])]  # type: ignore[valid-type]
+    )
+    m.table(Paint)
+
+    @m.reducer
+    def paint(ctx: ReducerContext, name: str) -> None:
+        c = colour(name)
+        ctx.db.paint.insert(Paint(0, c, [c, None]))
+
+    return m
+
+
+def test_an_enum_gaining_members_at_the_end_is_compatible(tmp_path: Path) -> None:
+    db = Database.create(tmp_path, colour_module(_Colour), owner=OWNER)
+    db.call("paint", "blue", sender=ALICE)
+    db.call("paint", "red", sender=ALICE)
+    db.close()
+    db = Database.open(tmp_path, colour_module(_MoreColours))
+    db.call("paint", "green", sender=ALICE)
+    with db.read() as v:  # old rows decode as the new enum, and the index still finds them
+        new = _MoreColours
+        assert [(p.colour, p.also) for p in v.db.paint.iter()] == [(new(c), [new(c), None]) for c in ("blue", "red", "green")]
+        assert [p.id for p in v.db.paint.colour.filter(new("red"))] == [2]
+    db.close()
+    # the stored schema now has the new members: going back, or reordering, is refused
+    with pytest.raises(SchemaMismatch, match=r"column colour changed type from enum Colour\('red', 'blue', 'green'\)"):
+        Database.open(tmp_path, colour_module(_Colour))
+    with pytest.raises(SchemaMismatch, match="column colour changed type"):
+        Database.open(tmp_path, colour_module(_Reordered))
+
+
+def test_enum_member_lists_are_compared_as_values() -> None:
+    from stdbmod.runtime.schema_check import same_or_appended
+
+    assert same_or_appended("enum E('a', 'b') | None", "enum E('a', 'b', 'c)') | None")
+    assert same_or_appended("list[enum E(1, 2)]", "list[enum E(1, 2, 3)]")
+    assert not same_or_appended("enum E('a', 'b')", "enum E('b', 'a', 'c')")  # reordered
+    assert not same_or_appended("enum E('a', 'b')", "enum F('a', 'b', 'c')")  # another type
+    assert not same_or_appended("enum E('a', 'b')", "enum E('a')")  # a member removed
+    assert not same_or_appended("enum E('a')", "enum E('a', 'b') | None")  # the shape changed
