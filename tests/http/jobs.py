@@ -15,7 +15,7 @@ SEED_FIELDS = {
     "id", "created_at", "updated_at", "queue", "job_type", "payload", "status", "attempts", "max_attempts",
     "backoff_seconds", "run_after", "claimed_at", "claimed_by", "last_attempted_at", "last_error", "completed_at", "result",
 }
-EXTRA_FIELDS = {"dead_reason", "priority", "lease_expires_at", "lease_holder", "idempotency_key"}
+EXTRA_FIELDS = {"dead_reason", "priority", "lease_expires_at", "lease_holder", "idempotency_key", "finished_at"}
 
 
 def fresh_queue() -> str:
