@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -403,4 +404,6 @@ RetryMachine.TestCase.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
-TestRetryMachine = RetryMachine.TestCase
+# 700 examples take about three minutes alone; a loaded machine (several suites on two cores)
+# has taken past the default 300 s, so this test gets a deadline of its own.
+TestRetryMachine = pytest.mark.timeout(900)(RetryMachine.TestCase)
