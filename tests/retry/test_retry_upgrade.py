@@ -13,7 +13,6 @@ import msgspec
 from stdbmod import Database, Identity, ManualClock, Module, PrimaryKey, Range, ReducerContext, Timestamp
 from stdbmod.retry import DeadReason, Outcome, RetryAdmin, RetryModule, TaskStatus, queries
 from stdbmod.schema import Index
-
 from tests.retry.support import ADMIN, WORKER
 
 # --- the tables as they were (class names matter: the schema names the enum types) --------------
