@@ -15,6 +15,7 @@ one transaction per call; their `init` hooks all run, in inclusion order.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from .errors import SchemaError
@@ -24,6 +25,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T", bound=type)
 
 
+@dataclass(frozen=True)
+class Reader:
+    """Who besides the owner may read private tables (SQL, subscriptions): `check(db, identity)`
+    runs in a read snapshot (`db` as `ctx.db`); `who` names them in refusals."""
+
+    check: Callable[[Any, Any], bool]
+    who: str
+
+
 class Module:
     def __init__(self, name: str) -> None:
         self.name = name
@@ -31,6 +41,7 @@ class Module:
         self.reducers: dict[str, ReducerDef] = {}
         self.lifecycle: dict[str, list[ReducerDef]] = {"init": [], "client_connected": [], "client_disconnected": []}
         self.included: list[Module] = []
+        self.readers: list[Reader] = []
         self._by_type: dict[type, TableDef] = {}
 
     # --- tables --------------------------------------------------------------------------------
@@ -103,6 +114,23 @@ class Module:
     def _localns(self) -> dict[str, Any]:
         return {t.row_type.__name__: t.row_type for t in self.tables.values()}
 
+    # --- who reads private tables -----------------------------------------------------------
+
+    def reader(self, who: str) -> Callable[[F], F]:
+        """Let the identities for which `func(db, identity)` is true read this module's private
+        tables with SQL and subscriptions, as the owner can (`who` names them in refusals):
+
+            @mod.reader("admins")
+            def admins_read(db, identity) -> bool:
+                return db.admin.identity.contains(identity)
+        """
+
+        def register(func: F) -> F:
+            self.readers.append(Reader(func, who))
+            return func
+
+        return register
+
     # --- composition ---------------------------------------------------------------------------
 
     def include(self, other: Module) -> None:
@@ -113,6 +141,7 @@ class Module:
             self._add_reducer(r)
         for kind, hooks in other.lifecycle.items():
             self.lifecycle[kind].extend(hooks)
+        self.readers.extend(other.readers)
         self.included.append(other)
 
     def table_for(self, row_type: type) -> TableDef:

@@ -17,28 +17,39 @@ from .options import as_option, caller, data_option, json_option, module_option
 from .render import Column, console, print_json, print_table
 
 
-@click.command(short_help="Query tables with a SELECT.")
+@click.command(short_help="Run SQL: SELECT (anyone), INSERT / UPDATE / DELETE (the owner).")
 @data_option
 @module_option
 @click.argument("query")
 @as_option
 @json_option
 def sql(data: str, module: str | None, query: str, as_: str | None, as_json: bool) -> None:
-    """Run a SELECT: WHERE on columns with AND/OR/NOT and comparisons, ORDER BY, LIMIT, COUNT(*).
+    """Run SQL statements separated by ';' (docs/subscriptions.md has the dialect): SELECT with
+    WHERE, one JOIN, ORDER BY, LIMIT, COUNT(*); and, for the database owner, INSERT, UPDATE and
+    DELETE, each one transaction in the commit log.
 
-    Private tables answer only the database owner (see --as)."""
-    from ..runtime.sql import run_sql  # sqlglot is slow to import; only this command needs it
+    Private tables answer only the database owner and those the module admits (see --as)."""
+    from ..runtime.sql import execute  # sqlglot is slow to import; only this command needs it
 
     who = caller(as_)
     with open_database(data, module) as (db, _):
-        result = run_sql(db, query, who)
+        results = execute(db, query, who)
     if as_json:
-        print_json(result.as_dicts())
+        print_json([r.as_dicts() if r.columns else _counts(r) for r in results] if len(results) != 1 else
+                   (results[0].as_dicts() if results[0].columns else _counts(results[0])))
         return
-    # the query chose the columns and their order: when they do not fit, the last ones go first
-    print_table([Column(name, drop=i) for i, name in enumerate(result.columns)], result.rows)
-    if result.columns != ["count"] or len(result.rows) != 1:
-        console().print(f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})")
+    for result in results:
+        if not result.columns:
+            console().print(", ".join(f"{n} {what}" for what, n in _counts(result).items()))
+            continue
+        # the query chose the columns and their order: when they do not fit, the last ones go first
+        print_table([Column(name, drop=i) for i, name in enumerate(result.columns)], result.rows)
+        if result.columns != ["count"] or len(result.rows) != 1:
+            console().print(f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})")
+
+
+def _counts(result: Any) -> dict[str, int]:
+    return {"inserted": result.inserted, "updated": result.updated, "deleted": result.deleted}
 
 
 def _log_text(line: LogLine) -> str:

@@ -125,6 +125,8 @@ def document(endpoints: list[Endpoint], *, title: str = "stdbmod", version: str 
         }
         if e.body is not None:
             op["requestBody"] = {"required": e.body_required, "content": {"application/json": {"schema": ref_of[id(e.body)]}}}
+        for key, value in e.extra.items():  # what the fields above cannot say (text bodies)
+            op[key] = {**op[key], **value} if isinstance(value, dict) and isinstance(op.get(key), dict) else value
         paths.setdefault(path, {})[e.method.lower()] = op
     paths["/openapi.json"] = {
         "get": {

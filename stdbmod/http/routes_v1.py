@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import ReducerFailed, SenderError
+from .subscribe import sql_answer
 from ..types import Identity
 from . import inputs, wire
 from .context import ServerContext
@@ -80,6 +81,26 @@ async def logs(ctx: ServerContext, request: Request) -> Response:
     return json_response(wire.Logs(lines=[wire.LogLineOut(line.offset, line.timestamp, line.level, line.reducer, line.message) for line in lines]))
 
 
+async def database_identity(ctx: ServerContext, request: Request) -> Response:
+    ctx.optional_caller(request)
+    db = ctx.database(request.path_params["db"])
+    return Response(db.identity.to_hex(), media_type="text/plain")
+
+
+async def sql(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.optional_caller(request)  # anonymous: public tables only
+    db = ctx.database(request.path_params["db"])
+    raw = await inputs.read_body(request, ctx.body_limit)
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        raise HttpError(400, "the SQL is not valid UTF-8") from None
+    if caller is None:
+        return json_response(await run_in_threadpool(sql_answer.run, db, text, None))
+    async with ctx.connection(db, caller):
+        return json_response(await run_in_threadpool(sql_answer.run, db, text, caller))
+
+
 _DB = "/v1/database/{db}"
 
 ENDPOINTS = [
@@ -99,6 +120,18 @@ ENDPOINTS = [
         response=Any, body=list[Any], errors=(400, 404, 413, 530),
         description="200 with the reducer's return value as JSON once the call has committed; 530 with "
         "the reducer's message when it refused; 404 for an unknown, scheduled or lifecycle reducer.",
+    ),
+    Endpoint(
+        "GET", _DB + "/identity", database_identity, "The database's identity, as hex (text/plain)", "v1", "public",
+        errors=(404,), extra={"responses": {"200": {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}}},
+    ),
+    Endpoint(
+        "POST", _DB + "/sql", sql, "Run SQL statements (the body, separated by ';')", "v1", "public",
+        response=list[sql_answer.SqlStatement], errors=(400, 403, 404, 409, 413),
+        description="One result per statement, as SpacetimeDB: {schema, rows, total_duration_micros, stats}. Public tables "
+        "answer anyone (also without a token), private ones the owner and the identities the module admits (the retry "
+        "module: its admins); INSERT, UPDATE and DELETE only the owner, each one transaction in the commit log.",
+        extra={"requestBody": {"required": True, "content": {"text/plain": {"schema": {"type": "string"}}}}},
     ),
     Endpoint("GET", _DB + "/schema", schema, "The module's tables and reducers", "v1", "identity", response=dict[str, Any], errors=(404,)),
     Endpoint(

@@ -23,6 +23,7 @@ from .errors import InvalidArgument
 from .handlers import Handler, HandlerContext
 from .limits import check_name
 from .reducers import declare_reducers
+from .roles import is_admin
 from .tables import NewTask, Task, declare_tables
 
 # Which instance owns a database's `task` table, for the module-level `enqueue_in`.
@@ -35,6 +36,7 @@ class RetryModule:
         self.handlers: dict[str, Handler] = {}
         declare_tables(self.module)
         declare_reducers(self.module, self.handlers)
+        self.module.reader("retry admins")(is_admin)  # SQL and subscriptions read private tables as the owner
         _owners[id(self.module.tables["task"])] = self
 
     def handler(self, job_type: str) -> Callable[[Handler], Handler]:

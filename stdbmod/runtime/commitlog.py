@@ -14,7 +14,8 @@ from ..keys import decode_u64, encode_u64
 from ..storage import ReadTxn, WriteTxn
 from . import spaces
 
-RecordKind = Literal["init", "call", "connect", "disconnect", "scheduled", "schedule_cleanup"]
+# "sql": an owner's INSERT / UPDATE / DELETE (runtime/sql.py), its text as the argument
+RecordKind = Literal["init", "call", "connect", "disconnect", "scheduled", "schedule_cleanup", "sql"]
 
 
 class TableChange(msgspec.Struct, array_like=True, frozen=True):

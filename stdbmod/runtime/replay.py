@@ -69,6 +69,12 @@ def _reexec_job(db: Database, r: CommitRecord) -> Job:
 
         hooks = db.module.lifecycle[hook_kind]
         return LifecycleJob(kind=r.kind, reducer=r.reducer, sender=sender, connection_id=conn, timestamp=ts, hooks=hooks, before=before)
+    if r.kind == "sql":
+        from .sql import SqlJob  # sqlglot is slow to import: only logs with SQL writes need it
+
+        job = SqlJob.from_record(db, r.args, sender)
+        job.timestamp = ts
+        return job
     return ScheduledJob(kind=r.kind, reducer=r.reducer, sender=sender, timestamp=ts, schedule_row=r.schedule_row, cleanup=r.kind == "schedule_cleanup")
 
 
