@@ -54,14 +54,17 @@ class Module:
         public: bool = False,
         indexes: dict[str, tuple[str, ...]] | None = None,
         scheduled: str | Callable[..., Any] | None = None,
+        event: bool = False,
     ) -> Any:
         """Declare a table (`@mod.table` or `@mod.table(public=True, ...)`).
 
-        `scheduled` names the reducer (or is the function) its rows fire."""
+        `scheduled` names the reducer (or is the function) its rows fire. `event=True`: an event
+        table (SpacetimeDB 2.x), whose rows exist only inside the transaction that inserts them:
+        subscribers and the commit log get them as inserts, the tables never keep them."""
 
         def register(cls: T) -> T:
             target = scheduled if scheduled is None or isinstance(scheduled, str) else scheduled.__name__
-            self._add_table(build_table(cls, name=name, public=public, indexes=indexes, scheduled=target))
+            self._add_table(build_table(cls, name=name, public=public, indexes=indexes, scheduled=target, event=event))
             return cls
 
         return register(row_type) if row_type is not None else register

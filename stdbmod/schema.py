@@ -121,6 +121,7 @@ class TableDef:
     indexes: dict[str, IndexDef]
     public: bool
     scheduled: str | None = None
+    event: bool = False  # rows live only inside their transaction (runtime/transaction.py)
     decoder: msgspec.msgpack.Decoder[Any] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -140,7 +141,7 @@ class TableDef:
 
     def describe(self) -> dict[str, Any]:
         """The stored form of the schema; comparing two tells whether data can be reused."""
-        return {
+        described = {
             "name": self.name,
             "columns": [{"name": c.name, "type": type_name(c.type), "has_default": c.has_default} for c in self.columns],
             "primary_key": self.primary_key,
@@ -151,6 +152,9 @@ class TableDef:
             "public": self.public,
             "scheduled": self.scheduled,
         }
+        if self.event:  # only when set, so the stored schemas of existing tables stay as they were
+            described["event"] = True
+        return described
 
 
 def build_table(
@@ -160,6 +164,7 @@ def build_table(
     public: bool,
     indexes: dict[str, tuple[str, ...]] | None,
     scheduled: str | None,
+    event: bool = False,
 ) -> TableDef:
     if not (isinstance(row_type, type) and issubclass(row_type, msgspec.Struct)):
         raise SchemaError(f"a table must be a msgspec.Struct, not {row_type!r}")
@@ -216,8 +221,10 @@ def build_table(
             raise SchemaError(
                 f"schedule table {tname} needs a primary key `scheduled_id` and a column `scheduled_at: ScheduleAt`"
             )
+    if event and scheduled is not None:
+        raise SchemaError(f"table {tname}: an event table cannot be a schedule table (its rows never outlive the transaction)")
     try:
-        table = TableDef(tname, row_type, columns, pk, auto_inc, ixs, public, scheduled)
+        table = TableDef(tname, row_type, columns, pk, auto_inc, ixs, public, scheduled, event)
     except TypeError as e:
         raise SchemaError(f"table {tname}: {e}") from None
     return table

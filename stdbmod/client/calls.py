@@ -28,8 +28,11 @@ class Call(Generic[T]):
     body: Any = None  # JSON-encoded when not None
     params: dict[str, Any] = field(default_factory=dict)
     answers: dict[int, Any] = field(default_factory=dict)  # statuses that mean a value, not an error
+    raw: bytes | None = None  # a body sent as it is (the SQL text of /sql)
 
     def content(self) -> bytes | None:
+        if self.raw is not None:
+            return self.raw
         return None if self.body is None else _encoder.encode(self.body)
 
     def query(self) -> dict[str, Any]:
@@ -196,6 +199,15 @@ def schema(database: str) -> Call[dict[str, Any]]:
 
 def logs(database: str, num_lines: int | None) -> Call[list[LogLine]]:
     return Call("GET", _db(database) + "/logs", lambda c: msgspec.json.decode(c, type=_Logs).lines, params={"num_lines": num_lines})
+
+
+def database_identity(database: str) -> Call[str]:
+    return Call("GET", _db(database) + "/identity", lambda c: c.decode())
+
+
+def sql(database: str, query: str) -> Call[list[dict[str, Any]]]:
+    """SpacetimeDB's answer: one {schema, rows, total_duration_micros, stats} per statement."""
+    return Call("POST", _db(database) + "/sql", _decoder(list[dict[str, Any]]), raw=query.encode())
 
 
 def openapi() -> Call[dict[str, Any]]:

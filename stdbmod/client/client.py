@@ -188,6 +188,13 @@ class Client:
     def schema(self) -> dict[str, Any]:
         return self.send(calls.schema(self.database))
 
+    def database_identity(self) -> str:
+        return self.send(calls.database_identity(self.database))
+
+    def sql(self, query: str) -> list[dict[str, Any]]:
+        """Run SQL (`;`-separated statements): one {schema, rows, ...} per statement."""
+        return self.send(calls.sql(self.database, query))
+
     def logs(self, num_lines: int | None = None) -> list[LogLine]:
         """The database log (owner only)."""
         return self.send(calls.logs(self.database, num_lines))
@@ -319,6 +326,12 @@ class AsyncClient:
 
     async def schema(self) -> dict[str, Any]:
         return await self.send(calls.schema(self.database))
+
+    async def database_identity(self) -> str:
+        return await self.send(calls.database_identity(self.database))
+
+    async def sql(self, query: str) -> list[dict[str, Any]]:
+        return await self.send(calls.sql(self.database, query))
 
     async def logs(self, num_lines: int | None = None) -> list[LogLine]:
         return await self.send(calls.logs(self.database, num_lines))

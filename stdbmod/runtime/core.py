@@ -194,8 +194,11 @@ class Core:
         try:
             value = job.run(self.contexts, tx)
             record = None if job.skip_record else record_of(job, tx, offset)
+            if tx.event_tables:
+                tx.drop_events()  # after the record took them: events are logged, never stored
             if record is not None:
                 commitlog.append(child, record)
+                job.offset = record.offset  # whoever tracks the call finds its commit by it
             child.commit()
             ok, result = True, value
         except (StorageFull, StorageError):

@@ -74,6 +74,10 @@ class ReadView:
         self.view = TxView(self._txn, core.clock.now())
         self.db: DbView = core.contexts.dbview(self.view)
 
+    def next_offset(self) -> int:
+        """The offset of the first commit this snapshot does not hold."""
+        return commitlog.next_offset(self._txn)
+
     def close(self) -> None:
         self._txn.close()
 
@@ -135,6 +139,7 @@ class Database:
         self._core = Core(storage, module, clock, meta.identity)
         self._writer = Writer(self._core.run_batch, meta.name)
         self.hooks: Hooks = self._core.hooks  # on_commit, on_schedule_change, on_panic, on_batch
+        self._hub: Any = None  # runtime/subscriptions.py's Hub, made by the first subscribe
         self._closed = False
 
     # --- creating and opening ------------------------------------------------------------------
@@ -330,6 +335,15 @@ class Database:
         except StdbError:
             pass
 
+    def call_job(
+        self, reducer: str, args: Sequence[Any] = (), *, json: bytes | None = None, sender: Identity, connection_id: ConnectionId | None = None
+    ) -> CallJob:
+        """A checked call (arguments as values, or as a JSON array) for `submit_job`, for a caller
+        that wants the job back (its commit's offset, `job.offset`, once it ran)."""
+        if json is not None:
+            return self._json_job(reducer, json, sender, connection_id)
+        return self._job(reducer, tuple(args), sender, connection_id)
+
     def submit_job(self, job: Job) -> Future[Any]:
         """Queue a job the runtime prepared itself (the replays' way in)."""
         return self._submit(job)
@@ -395,6 +409,36 @@ class Database:
             # spin as long as the storage fails (a full disk). The caller retries later.
             raise storage_failure
         return len(due), nxt
+
+    # --- subscriptions -------------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        queries: Sequence[str],
+        on_update: Callable[[Any], None],
+        *,
+        sender: Identity,
+        connection_id: ConnectionId | None = None,
+        inline: bool = False,
+        max_pending: int | None = None,
+    ) -> Any:
+        """Subscribe `sender` to `queries` (SQL SELECTs): `on_update` gets their rows (`Applied`),
+        then one `Update` per committed transaction that changes them, in commit order, only
+        after its commit is on disk. Returns the `Subscription` (runtime/subscriptions.py,
+        docs/subscriptions.md). Raises SqlError or PermissionDenied for a query it refuses."""
+        from . import subscriptions  # sqlglot is slow to import: only subscribers pay for it
+
+        if self._closed:
+            raise StorageError("the database is closed")
+        if self._hub is None:
+            self._hub = subscriptions.Hub(self)
+        pending = subscriptions.MAX_PENDING if max_pending is None else max_pending
+        return self._hub.subscribe(queries, on_update, sender, connection_id, inline, pending)
+
+    def commit_log_end(self) -> int:
+        """The offset the next commit will get (every node's commits share one log)."""
+        with self._core.storage.begin_read() as r:
+            return commitlog.next_offset(r)
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -466,6 +510,8 @@ class Database:
             return
         self._closed = True
         self._writer.close()
+        if self._hub is not None:
+            self._hub.close()
         self._core.storage.close()
 
     def __enter__(self) -> Database:

@@ -29,6 +29,7 @@ class Job:
     args_bytes: bytes = b""
     schedule_row: bytes | None = None
     skip_record: bool = field(default=False, init=False)
+    offset: int | None = field(default=None, init=False)  # its commit record's, once it committed one
 
     def run(self, contexts: ContextFactory, tx: Transaction) -> Any:
         raise NotImplementedError

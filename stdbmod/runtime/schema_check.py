@@ -86,6 +86,9 @@ def check_compatible(stored: dict[str, Any], new: dict[str, Any]) -> list[tuple[
         for key in ("primary_key", "auto_inc", "scheduled"):
             if old[key] != t[key]:
                 raise SchemaMismatch(f"table {name}: {key.replace('_', ' ')} changed from {old[key]!r} to {t[key]!r}")
+        if old.get("event", False) != t.get("event", False):  # as SpacetimeDB: the flag never changes
+            was = "an event table" if old.get("event") else "a regular table"
+            raise SchemaMismatch(f"table {name} was {was}: a table cannot become or stop being an event table")
         for extra in new_cols[len(old_cols):]:
             if not extra.get("has_default"):
                 raise SchemaMismatch(f"table {name}: new column {extra['name']} needs a default so old rows can be read")

@@ -79,7 +79,7 @@ def check_readable(db: Database, caller: Identity | None, tables: list[TableDef]
                 if any(r.check(snap.db, caller) for r in readers):
                     return
     others = "".join(f" and {r.who}" for r in readers)
-    raise PermissionDenied(f"table {private[0].name} is private: only the database owner{others} may read it")
+    raise PermissionDenied(f"table {private[0].name} is private; only the database owner{others} may query it")
 
 
 def _check_writer(db: Database, caller: Identity | None, plan: Plan) -> None:
@@ -234,18 +234,22 @@ def select(view: DbView, q: Select) -> SqlResult:
     return SqlResult(q.table.name, [name for name, _ in q.columns], out, types, counter.n)
 
 
-def matching(view: DbView, q: Select) -> Iterator[Any]:
-    """The rows (Structs) of the query's `*` table that it selects, each once: what a
-    subscription to `q` holds."""
+def select_rows(view: DbView, q: Select) -> list[Values]:
+    """The rows of the query's `*` table that it selects, each once: what a subscription to `q`
+    holds."""
     assert q.star is not None
-    row_type = q.sources[q.star].table.row_type
-    seen: set[Any] = set()
     pk = q.sources[q.star].table.pk_position
+    found: dict[Any, Values] = {}
     for rows in _pairs(view, q, _Counter()):
-        row = rows[q.star]
-        if row[pk] not in seen:
-            seen.add(row[pk])
-            yield row_type(*row)
+        found.setdefault(rows[q.star][pk], rows[q.star])
+    return list(found.values())
+
+
+def candidate_rows(view: DbView, q: Select, index: int) -> Iterator[Values]:
+    """The rows of the query's table `index` that its WHERE terms on that table alone allow
+    (through an index where one serves): a superset of what it takes from that table."""
+    handle = view.table(q.sources[index].table.name)
+    return _candidates(handle, [b for b in q.bounds if b.col[0] == index], _Counter())
 
 
 # --- writing -------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
+
 from ..errors import AutoIncOverflow, KeyTooLarge, StdbError
 from ..keys import FAST_ENCODERS, MAX_KEY_SIZE, decode_u64, encode_u64, encode_value
 from ..schema import TableDef
@@ -61,6 +63,7 @@ class Transaction(TxView):
         self.changes: dict[tuple[str, bytes], tuple[bytes | None, bytes | None]] = {}
         self.sequences: dict[str, int] = {}
         self.earliest_armed: int | None = None  # the earliest due time armed (the scheduler's wake-up)
+        self.event_tables: dict[str, TableDef] = {}  # event tables written: their rows go before the commit
 
     @property
     def wtxn(self) -> WriteTxn:
@@ -105,6 +108,8 @@ class Transaction(TxView):
             txn.delete(spaces.rows(table.name), pk_key)
         else:
             txn.put(spaces.rows(table.name), pk_key, new)
+            if table.event:
+                self.event_tables[table.name] = table
         if table.scheduled is not None:
             due = schedules.on_row_write(txn, table, pk_key, row_new, self.timestamp)
             if due is not None:
@@ -130,6 +135,15 @@ class Transaction(TxView):
         """A schedule row was armed at `due` (micros): the commit wakes the scheduler if earlier."""
         if self.earliest_armed is None or due < self.earliest_armed:
             self.earliest_armed = due
+
+    def drop_events(self) -> None:
+        """Delete what the transaction left in event tables, once its commit record (which has
+        those rows as inserts) is made: the storage never keeps an event (SpacetimeDB 2.x)."""
+        for name, table in sorted(self.event_tables.items()):
+            for (tname, pk_key), (_, after) in list(self.changes.items()):
+                if tname == name and after is not None:
+                    self.write_row(table, pk_key, after, None, msgspec.structs.astuple(table.decoder.decode(after)), None)
+        self.event_tables.clear()
 
     # --- savepoints ----------------------------------------------------------------------------
 

@@ -16,7 +16,11 @@ def test_sql_command(invoke: Invoke, bank_dir: str) -> None:
     r = invoke("sql", "--data", bank_dir, "SELECT * FROM config", "--as", stranger, code=2)
     assert r.stderr.strip() == "Error: table config is private; only the database owner may query it"
     r = invoke("sql", "--data", bank_dir, "DROP TABLE account", code=2)
-    assert "only SELECT is supported" in r.stderr
+    assert "only SELECT, INSERT, UPDATE and DELETE are supported, not DROP" in r.stderr
+    out = invoke("sql", "--data", bank_dir, "UPDATE account SET balance = 7 WHERE id = 1; SELECT balance FROM account").stdout
+    assert "0 inserted, 1 updated, 0 deleted" in out and "7" in out
+    r = invoke("sql", "--data", bank_dir, "DELETE FROM account", "--as", stranger, code=2)
+    assert "only the database owner may change rows with SQL" in r.stderr
     r = invoke("sql", "--data", bank_dir, "SELECT * INTO copy FROM account", code=2)
     assert r.stderr.strip() == "Error: SELECT ... INTO is not supported"
     r = invoke("sql", "--data", bank_dir, "SELECT * FROM account WHERE", code=2)

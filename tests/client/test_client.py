@@ -188,6 +188,8 @@ def test_roles_identities_and_the_v1_routes(world: World) -> None:
         info = owner.database_info()
         assert isinstance(info, DatabaseInfo) and info.name == "retry" and info.owner_identity == world.identities["owner"]
         assert "task" in str(owner.schema()["tables"])
+        assert owner.database_identity() == info.database_identity
+        assert owner.sql("SELECT COUNT(*) AS n FROM retry_admin")[0]["rows"] == [[1]]  # the owner, the first admin
         assert all(isinstance(line, LogLine) for line in owner.logs(10))
         assert owner.call("set_history_cap", 20) is None
 
@@ -235,7 +237,7 @@ def test_the_client_covers_every_route_of_the_openapi_document(world: World) -> 
         calls.complete_many([Completion(1)]), calls.fail(1, "e", None), calls.heartbeat(1, None, None), calls.cancel(1, None),
         calls.dead_letter(None, 1, 50), calls.requeue(1), calls.delete(1), calls.history(10), calls.ping(), calls.new_identity(),
         calls.verify("c200"), calls.database_info("retry"), calls.call_reducer("retry", "r", []), calls.schema("retry"), calls.logs("retry", None),
-        calls.openapi(), calls.metrics(),
+        calls.openapi(), calls.metrics(), calls.database_identity("retry"), calls.sql("retry", "SELECT 1"),
     ]
     names = {n for n, v in vars(calls).items() if inspect.isfunction(v) and v.__module__ == calls.__name__ and not n.startswith("_")}
     assert len(every) == len(names), "a call function is missing from this list"

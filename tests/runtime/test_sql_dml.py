@@ -112,7 +112,7 @@ def test_every_statement_is_checked_before_the_first_runs(db: Database) -> None:
 def test_private_tables_answer_the_owner_only(db: Database) -> None:
     assert run_sql(db, "SELECT banker FROM config", OWNER).rows == [[OWNER]]
     for who in (OTHER, None):
-        with pytest.raises(PermissionDenied, match="table config is private: only the database owner may read it"):
+        with pytest.raises(PermissionDenied, match="table config is private; only the database owner may query it"):
             run_sql(db, "SELECT * FROM config", who)
         assert run_sql(db, "SELECT COUNT(*) FROM account", who).rows == [[0]]  # public: anyone, also anonymous
         with pytest.raises(PermissionDenied, match="table transfer is private"):  # a join reads both tables
@@ -126,7 +126,7 @@ def test_the_retry_module_admits_its_admins(tmp_path: Path) -> None:
         d.call("enqueue", "email", sender=OWNER)
         assert run_sql(d, "SELECT job_type FROM task", OTHER).rows == [["email"]]
         stranger = Identity.from_claims("test", "stranger")
-        with pytest.raises(PermissionDenied, match="only the database owner and retry admins may read it"):
+        with pytest.raises(PermissionDenied, match="only the database owner and retry admins may query it"):
             run_sql(d, "SELECT * FROM task", stranger)
         with pytest.raises(PermissionDenied, match="only the database owner may change rows"):
             run_sql(d, "DELETE FROM task", OTHER)  # reading is not writing
