@@ -6,9 +6,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import msgspec
-
+from stdbmod import codec
 from stdbmod.runtime.subscriptions import Applied, Event, Removed, Update
+
+
+def key(row: Any) -> bytes:
+    """A row as bytes: hashable whatever its columns hold (a task's payload is any JSON)."""
+    return codec.msgpack_encoder.encode(row)
 
 
 class Collector:
@@ -32,13 +36,13 @@ class Collector:
             return [e for e in self.events if isinstance(e, kind)]
 
 
-def rebuild(events: list[Event]) -> dict[str, set[tuple[Any, ...]]]:
-    """query text -> the rows a client holds after applying `events` in order (as tuples)."""
-    held: dict[str, set[tuple[Any, ...]]] = {}
+def rebuild(events: list[Event]) -> dict[str, set[bytes]]:
+    """query text -> the rows a client holds after applying `events` in order (see `key`)."""
+    held: dict[str, set[bytes]] = {}
     for e in events:
         if isinstance(e, Applied):
             for q in e.rows:
-                held[q.query] = {msgspec.structs.astuple(r) for r in q.rows}
+                held[q.query] = {key(r) for r in q.rows}
         elif isinstance(e, Removed):
             for q in e.rows:
                 held.pop(q.query, None)
@@ -46,9 +50,9 @@ def rebuild(events: list[Event]) -> dict[str, set[tuple[Any, ...]]]:
             for c in e.changes:
                 rows = held.setdefault(c.query, set())
                 for r in c.deletes:
-                    rows.remove(msgspec.structs.astuple(r))  # a delete is always of a row held
+                    assert key(r) in rows, f"{c.query}: deleted a row it does not hold: {r}"
+                    rows.remove(key(r))
                 for r in c.inserts:
-                    t = msgspec.structs.astuple(r)
-                    assert t not in rows, f"{c.query}: inserted twice: {t}"
-                    rows.add(t)
+                    assert key(r) not in rows, f"{c.query}: inserted twice: {r}"
+                    rows.add(key(r))
     return held
