@@ -20,7 +20,8 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 from ..errors import StdbError, StoragePanic
 from ..local.tokens import SigningKey
@@ -30,6 +31,8 @@ from .context import ServerContext
 from .metrics_extras import Extras
 from .render import json_response
 from .routing import Endpoint, build_routes
+from .subscribe.connection import Limits
+from .subscribe.route import SubscribeEndpoint
 
 ENDPOINTS: list[Endpoint] = [*routes_v1.ENDPOINTS, *routes_jobs.ENDPOINTS]
 # Starlette tries the routes in order and the workers' job routes are the hot ones, so they go
@@ -47,15 +50,20 @@ def create_app(
     on_panic: Callable[[StoragePanic], None] | None = None,
     metrics: bool | None = None,
     dashboard: bool | None = None,
+    ws_limits: Limits | None = None,
 ) -> Starlette:
     """The app. `token_ttl` (seconds) makes minted tokens expire; `on_panic` is told when the
     storage panics (the server must then exit: `serve` does). `metrics` and `dashboard` serve
     /metrics and /dashboard (None: when their extras are installed); `app.state.extras` has the
-    metrics port's app."""
+    metrics port's app. `ws_limits` bound the WebSocket subscribers (http/subscribe/connection.py)."""
     ctx = ServerContext(key, body_limit=body_limit, token_ttl=token_ttl)
     extras = Extras(ctx, metrics=metrics, dashboard=dashboard)
     spec = openapi.document(ENDPOINTS)
     spec["paths"].update(extras.openapi_paths())
+    subscribe = SubscribeEndpoint(ctx, ws_limits or Limits(max_message=body_limit))
+
+    async def subscribe_ws(websocket: WebSocket) -> None:
+        await subscribe(websocket)
 
     async def openapi_json(request: Request) -> Response:
         ctx.optional_caller(request)
@@ -86,7 +94,12 @@ def create_app(
         StdbError: errors.on_stdb_error,
         Exception: errors.on_unexpected,
     }
-    routes = [*build_routes(_ROUTE_ORDER, ctx), Route("/openapi.json", openapi_json, methods=["GET"]), *extras.routes()]
+    routes = [
+        *build_routes(_ROUTE_ORDER, ctx),
+        Route("/openapi.json", openapi_json, methods=["GET"]),
+        WebSocketRoute("/v1/database/{db}/subscribe", subscribe_ws),  # SpacetimeDB's v1.json protocol
+        *extras.routes(),
+    ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers, middleware=extras.middleware(routes))
     app.state.extras = extras
     app.state.metrics_app = extras.metrics_app(exception_handlers=handlers)

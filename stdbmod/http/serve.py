@@ -191,6 +191,7 @@ def serve(
         app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=30, access_log=access_log,
         proxy_headers=False,  # nothing here reads the client's address; one ASGI layer less per request
         http=stack.http, loop=stack.loop,
+        ws_max_size=body_limit,  # one WebSocket message at most, as a request body; pings (20 s) find dead peers
     )
     server = uvicorn.Server(config)
     _tune_gc()

@@ -86,6 +86,7 @@ class Applied:
 
     query_set: int
     rows: list[QueryRows]
+    tag: Any = None  # what `add` was given
 
 
 @dataclass
@@ -94,6 +95,7 @@ class Removed:
 
     query_set: int
     rows: list[QueryRows]
+    tag: Any = None  # what `remove` was given
 
 
 @dataclass
@@ -110,6 +112,7 @@ class Update:
     args: bytes  # msgpack, as in the commit log
     changes: list[QueryChange]
     tag: Any = None  # the tag of this subscription's own call that made it
+    schedule_row: bytes | None = None  # scheduled kinds: which schedule table's row fired (as logged)
 
     def inserts(self, table: str) -> list[Any]:
         return [r for c in self.changes if c.table == table for r in c.inserts]
@@ -192,14 +195,16 @@ class Subscription:
 
     # --- the API -----------------------------------------------------------------------------
 
-    def add(self, queries: Sequence[str]) -> int:
-        """Subscribe to more queries (one query set); its `Applied` event comes before any update
-        to them. Returns the set's id (for `remove`)."""
-        return self._hub.add_set(self, list(queries))
+    def add(self, queries: Sequence[str], *, tag: Any = None) -> int:
+        """Subscribe to more queries (one query set); its `Applied` event (with `tag`) comes
+        before any update to them. Returns the set's id (for `remove`). Not from an `inline`
+        callback: it waits for the hub's thread."""
+        return self._hub.add_set(self, list(queries), tag=tag)
 
-    def remove(self, query_set: int) -> list[QueryRows]:
-        """Drop a query set; a `Removed` event with the rows it held follows in order."""
-        return self._hub.remove_set(self, query_set)
+    def remove(self, query_set: int, *, tag: Any = None) -> list[QueryRows]:
+        """Drop a query set; a `Removed` event (with `tag` and the rows it held) follows in order.
+        Not from an `inline` callback: it waits for the hub's thread."""
+        return self._hub.remove_set(self, query_set, tag)
 
     def call(self, reducer: str, *args: Any, tag: Any = None) -> Future[Any]:
         """Call a reducer as this subscriber: its `Update` carries `tag` (even when no query saw
@@ -411,7 +416,7 @@ class Hub:
         if not readers:
             return
         changes = self._decode(record)
-        memo: dict[str, tuple[list[Values], list[Values]]] = {}
+        memo: dict[str, tuple[list[Any], list[Any]]] = {}  # a single-table query's rows, shared by its subscribers
         for sub in readers:
             if not sub.active:
                 continue
@@ -422,15 +427,15 @@ class Hub:
                 for text, state in qs.queries:
                     if not (state.tables & changes.keys()):
                         continue
-                    if state.plan.join is None:
-                        delta = memo.get(text)
-                        if delta is None:
-                            delta = memo[text] = state.apply(changes)
-                    else:
-                        delta = state.apply(changes)
-                    if delta[0] or delta[1]:
+                    rows = memo.get(text) if state.plan.join is None else None
+                    if rows is None:
+                        gone, came = state.apply(changes)
                         row_type = state.table.row_type
-                        found.append(QueryChange(qs.id, text, state.table.name, [row_type(*r) for r in delta[0]], [row_type(*r) for r in delta[1]]))
+                        rows = [row_type(*r) for r in gone], [row_type(*r) for r in came]
+                        if state.plan.join is None:
+                            memo[text] = rows
+                    if rows[0] or rows[1]:
+                        found.append(QueryChange(qs.id, text, state.table.name, rows[0], rows[1]))
             mine = caller is not None and caller.sub is sub
             if found or mine:
                 sub.deliver(_update(record, found, caller.tag if mine and caller is not None else None))
@@ -479,14 +484,14 @@ class Hub:
             with self._lock:
                 self._subs.append(sub)
             if queries:
-                self.add_set(sub, list(queries), first=True)
+                self.add_set(sub, list(queries), first=True, tag=None)
         except BaseException:
             self.remove(sub)
             sub._stop()
             raise
         return sub
 
-    def add_set(self, sub: Subscription, queries: list[str], first: bool = False) -> int:
+    def add_set(self, sub: Subscription, queries: list[str], first: bool = False, tag: Any = None) -> int:
         tables = self.db.module.tables
         plans = [parse_subscription(q, tables) for q in queries]
         states = [state_for(p) for p in plans]
@@ -506,7 +511,7 @@ class Hub:
             result = [QueryRows(q, s.table.name, [s.table.row_type(*r) for r in rs]) for q, s, rs in zip(queries, states, rows)]
             if first:
                 sub.initial = result
-            sub.deliver(Applied(qs.id, result))
+            sub.deliver(Applied(qs.id, result, tag))
         self._wake()  # records fed while nobody listened are read from the log
         return qs.id
 
@@ -540,7 +545,7 @@ class Hub:
                         held[r[pk]] = r
         return [list(h.values()) for h in current]
 
-    def remove_set(self, sub: Subscription, set_id: int) -> list[QueryRows]:
+    def remove_set(self, sub: Subscription, set_id: int, tag: Any = None) -> list[QueryRows]:
         from .sql import select_rows
 
         qs = sub.sets.get(set_id)
@@ -558,7 +563,7 @@ class Hub:
             sub.sets.pop(set_id, None)
             self._index(sub, qs, -1)
             held = [QueryRows(q, s.table.name, [s.table.row_type(*r) for r in rs]) for (q, s), rs in zip(qs.queries, rows)]
-            sub.deliver(Removed(set_id, held))
+            sub.deliver(Removed(set_id, held, tag))
         return held
 
     def call(self, sub: Subscription, job: Any, tag: Any) -> Future[Any]:
@@ -624,4 +629,5 @@ def _update(record: CommitRecord, changes: list[QueryChange], tag: Any) -> Updat
         args=record.args,
         changes=changes,
         tag=tag,
+        schedule_row=record.schedule_row,
     )

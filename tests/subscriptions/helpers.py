@@ -29,7 +29,7 @@ class Collector:
 
     def wait(self, pred: Any, timeout: float = 30.0) -> bool:
         with self._cv:
-            return self._cv.wait_for(lambda: pred(self.events), timeout)
+            return bool(self._cv.wait_for(lambda: pred(self.events), timeout))
 
     def of(self, kind: type) -> list[Any]:
         with self._cv:

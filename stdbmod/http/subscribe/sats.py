@@ -176,7 +176,3 @@ class RowEncoder:
     def text(self, row: tuple[Any, ...]) -> str:
         return self._json.encode([enc(v) for enc, v in zip(self._encoders, row)]).decode()
 
-
-@lru_cache(maxsize=256)
-def row_encoder(table: TableDef) -> RowEncoder:
-    return RowEncoder(table)
