@@ -32,6 +32,10 @@ class Reader:
 
     check: Callable[[Any, Any], bool]
     who: str
+    tables: frozenset[str] | None = None  # None: every private table
+
+    def covers(self, table: str) -> bool:
+        return self.tables is None or table in self.tables
 
 
 class Module:
@@ -119,9 +123,10 @@ class Module:
 
     # --- who reads private tables -----------------------------------------------------------
 
-    def reader(self, who: str) -> Callable[[F], F]:
+    def reader(self, who: str, tables: tuple[str, ...] | None = None) -> Callable[[F], F]:
         """Let the identities for which `func(db, identity)` is true read this module's private
-        tables with SQL and subscriptions, as the owner can (`who` names them in refusals):
+        tables (or only `tables`) with SQL and subscriptions, as the owner can (`who` names them
+        in refusals):
 
             @mod.reader("admins")
             def admins_read(db, identity) -> bool:
@@ -129,7 +134,7 @@ class Module:
         """
 
         def register(func: F) -> F:
-            self.readers.append(Reader(func, who))
+            self.readers.append(Reader(func, who, None if tables is None else frozenset(tables)))
             return func
 
         return register

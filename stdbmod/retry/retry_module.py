@@ -23,7 +23,7 @@ from .errors import InvalidArgument
 from .handlers import Handler, HandlerContext
 from .limits import check_name
 from .reducers import declare_reducers
-from .roles import is_admin
+from .roles import is_admin, is_worker
 from .tables import NewTask, Task, declare_tables
 
 # Which instance owns a database's `task` table, for the module-level `enqueue_in`.
@@ -36,7 +36,9 @@ class RetryModule:
         self.handlers: dict[str, Handler] = {}
         declare_tables(self.module)
         declare_reducers(self.module, self.handlers)
-        self.module.reader("retry admins")(is_admin)  # SQL and subscriptions read private tables as the owner
+        # SQL and subscriptions: admins read every private table, workers the tasks (to wake on them)
+        self.module.reader("retry admins")(is_admin)
+        self.module.reader("retry workers", tables=("task",))(is_worker)
         _owners[id(self.module.tables["task"])] = self
 
     def handler(self, job_type: str) -> Callable[[Handler], Handler]:

@@ -65,21 +65,25 @@ class SqlResult:
 
 
 def check_readable(db: Database, caller: Identity | None, tables: list[TableDef], view: DbView | None = None) -> None:
-    """Raise PermissionDenied unless `caller` may read every one of `tables`."""
+    """Raise PermissionDenied unless `caller` may read every one of `tables` (checked in `view`,
+    a snapshot, or one of its own)."""
     private = [t for t in tables if not t.public]
     if not private or (caller is not None and caller == db.owner):
         return
     readers = db.module.readers
-    if caller is not None and readers:
-        if view is not None:
-            if any(r.check(view, caller) for r in readers):
-                return
-        else:
-            with db.read() as snap:
-                if any(r.check(snap.db, caller) for r in readers):
-                    return
-    others = "".join(f" and {r.who}" for r in readers)
-    raise PermissionDenied(f"table {private[0].name} is private; only the database owner{others} may query it")
+    if caller is not None and readers and view is None:
+        with db.read() as snap:
+            return check_readable(db, caller, tables, snap.db)
+    admitted: dict[int, bool] = {}  # each reader's check runs once
+
+    def may(table: TableDef) -> bool:
+        return caller is not None and any(admitted.setdefault(id(r), bool(r.check(view, caller))) for r in readers if r.covers(table.name))
+
+    for t in private:
+        if not may(t):
+            who = ["the database owner", *(r.who for r in readers if r.covers(t.name))]
+            names = who[0] if len(who) == 1 else ", ".join(who[:-1]) + " and " + who[-1]
+            raise PermissionDenied(f"table {t.name} is private; only {names} may query it")
 
 
 def _check_writer(db: Database, caller: Identity | None, plan: Plan) -> None:

@@ -126,13 +126,17 @@ def test_the_retry_module_admits_its_admins(tmp_path: Path) -> None:
         d.call("enqueue", "email", sender=OWNER)
         assert run_sql(d, "SELECT job_type FROM task", OTHER).rows == [["email"]]
         stranger = Identity.from_claims("test", "stranger")
-        with pytest.raises(PermissionDenied, match="only the database owner and retry admins may query it"):
+        with pytest.raises(PermissionDenied, match="only the database owner, retry admins and retry workers may query it"):
             run_sql(d, "SELECT * FROM task", stranger)
         with pytest.raises(PermissionDenied, match="only the database owner may change rows"):
             run_sql(d, "DELETE FROM task", OTHER)  # reading is not writing
         d.call("remove_admin", OTHER, sender=OWNER)
         with pytest.raises(PermissionDenied):
             run_sql(d, "SELECT * FROM task", OTHER)  # checked at each query, in its snapshot
+        d.call("grant_worker", OTHER, sender=OWNER)  # workers read the tasks (to wake on them), nothing else
+        assert run_sql(d, "SELECT COUNT(*) FROM task WHERE status = 'queued'", OTHER).rows == [[1]]
+        with pytest.raises(PermissionDenied, match="table attempt is private; only the database owner and retry admins may query it"):
+            run_sql(d, "SELECT t.* FROM task t JOIN attempt a ON t.id = a.task_id", OTHER)
 
 
 @pytest.fixture

@@ -184,7 +184,7 @@ def test_visibility_matrix(shop: Shop, who: str) -> None:
         if who in ("owner", "admin"):
             assert "SubscribeApplied" in private and one_off["error"] == {"none": []}
         else:
-            assert "private; only the database owner and retry admins may query it" in private["SubscriptionError"]["error"]
+            assert "private; only the database owner, retry admins and retry workers may query it" in private["SubscriptionError"]["error"]
             assert "private" in one_off["error"]["some"]
 
 
