@@ -221,8 +221,8 @@ class Subscription:
         `timeout` seconds passed first)."""
         if not self._hub.wait_caught_up(timeout):
             return False
-        with self._cv:
-            return self._cv.wait_for(lambda: self._idle or not self.active, timeout)
+        with self._cv:  # a dropped one is idle once its Dropped was delivered
+            return bool(self._cv.wait_for(lambda: self._idle, timeout))
 
     def unsubscribe(self) -> None:
         """End it: no event after this returns (one being delivered may finish)."""
