@@ -9,13 +9,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import ReducerFailed, SenderError
-from .subscribe import sql_answer
 from ..types import Identity
 from . import inputs, wire
 from .context import ServerContext
 from .errors import HttpError
 from .render import json_response
 from .routing import Endpoint
+from .subscribe import sql_answer
 
 
 async def ping(ctx: ServerContext, request: Request) -> Response:

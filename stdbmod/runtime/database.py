@@ -435,11 +435,6 @@ class Database:
         pending = subscriptions.MAX_PENDING if max_pending is None else max_pending
         return self._hub.subscribe(queries, on_update, sender, connection_id, inline, pending)
 
-    def commit_log_end(self) -> int:
-        """The offset the next commit will get (every node's commits share one log)."""
-        with self._core.storage.begin_read() as r:
-            return commitlog.next_offset(r)
-
     # --- reading -------------------------------------------------------------------------------
 
     def read(self) -> ReadView:

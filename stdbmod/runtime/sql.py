@@ -149,7 +149,7 @@ def _best_walk(table: TableDef, bounds: list[Bound]) -> tuple[IndexDef, Any, boo
     return best[1], best[2], best[1].unique and best[0] == 1000
 
 
-def _candidates(handle: TableHandle, bounds: list[Bound], counter: _Counter) -> Iterator[Values]:
+def _candidates(handle: TableHandle[Any], bounds: list[Bound], counter: _Counter) -> Iterator[Values]:
     """Rows of one table that may satisfy `bounds`: an index walk where one serves, else all."""
     t = handle.definition
     if any(b.op.__name__ == "eq" and b.value is None for b in bounds):
@@ -165,21 +165,24 @@ def _candidates(handle: TableHandle, bounds: list[Bound], counter: _Counter) -> 
     return counter.rows(acc.filter(spec))
 
 
-def _lookup(handle: TableHandle, position: int, counter: _Counter) -> Any:
+def _lookup(handle: TableHandle[Any], position: int, counter: _Counter) -> Any:
     """A function key -> rows of `handle`'s table whose column `position` equals key, through an
     index led by that column; None when there is none."""
     for ix, _ in _walks(handle.definition):
         if ix.positions[0] == position:
-            acc = getattr(handle, ix.name)
-            if ix.unique and len(ix.positions) == 1:
-
-                def find(key: Any) -> Iterator[Values]:
-                    row = acc.find(key)
-                    return counter.rows(iter([row] if row is not None else []))
-
-                return find
-            return lambda key: counter.rows(acc.filter(key if len(ix.positions) == 1 else (key,)))
+            return _lookup_through(getattr(handle, ix.name), ix.unique and len(ix.positions) == 1, len(ix.positions), counter)
     return None
+
+
+def _lookup_through(acc: Any, unique: bool, width: int, counter: _Counter) -> Any:
+    if unique:
+
+        def find(key: Any) -> Iterator[Values]:
+            row = acc.find(key)
+            return counter.rows(iter([row] if row is not None else []))
+
+        return find
+    return lambda key: counter.rows(acc.filter(key if width == 1 else (key,)))
 
 
 def _pairs(view: DbView, q: Select, counter: _Counter) -> Iterator[Rows]:

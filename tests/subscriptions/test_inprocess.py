@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from stdbmod import Database, Identity, ManualClock
-from stdbmod.errors import PermissionDenied
+from stdbmod.errors import PermissionDenied, SenderError
 from stdbmod.examples.bank import bank
 from stdbmod.retry import create_retry_module
 from stdbmod.runtime.sql import SqlError, run_sql
@@ -93,7 +93,7 @@ def test_an_own_call_that_touches_no_query_still_comes_back(db: Database) -> Non
     got = Collector()
     sub = db.subscribe(["SELECT * FROM account WHERE balance > 1000"], got, sender=PEOPLE[0])
     sub.call("open_account", 1, tag=1).result()
-    with pytest.raises(Exception):
+    with pytest.raises(SenderError):
         sub.call("transfer", 99, 1, tag=2).result()
     assert sub.sync()
     (update,) = got.of(Update)

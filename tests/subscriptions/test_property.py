@@ -87,7 +87,7 @@ def retry_module() -> Module:
     return rm.module
 
 
-def check(module: Module, queries: list[str], actions: list[Action], join_at: int, prelude: list[Action] = []) -> None:
+def check(module: Module, queries: list[str], actions: list[Action], join_at: int, prelude: tuple[Action, ...] = ()) -> None:
     clock = ManualClock()
     db = Database.create(MemoryStorage(), module, owner=OWNER, clock=clock)
     try:
@@ -99,7 +99,7 @@ def check(module: Module, queries: list[str], actions: list[Action], join_at: in
             row_type = module.tables[r.table].row_type
             return {key(row_type(*values)) for values in r.rows}
 
-        for step, (reducer, args, w) in enumerate(prelude + actions):
+        for step, (reducer, args, w) in enumerate([*prelude, *actions]):
             if step == join_at:
                 later = Collector()
                 subs.append((db.subscribe(queries[::-1], later, sender=OWNER), later))
@@ -127,14 +127,14 @@ common = settings(max_examples=25, deadline=None, suppress_health_check=[HealthC
 @given(actions=st.lists(bank_actions, max_size=30), join_at=st.integers(0, 30))
 def test_bank(actions: list[Action], join_at: int) -> None:
     accounts: list[Action] = [("open_account", (10 + 5 * i,), i) for i in range(len(WHO))]  # so transfers can succeed
-    check(bank_example.bank, BANK_QUERIES, actions, join_at, accounts)
+    check(bank_example.bank, BANK_QUERIES, actions, join_at, tuple(accounts))
 
 
 @common
 @given(actions=st.lists(retry_actions, max_size=30), join_at=st.integers(0, 30))
 def test_retry(actions: list[Action], join_at: int) -> None:
     tasks: list[Action] = [("enqueue", ("email",), 0), ("enqueue", ("hook", "q2"), 0), ("enqueue", ("local",), 0)]
-    check(retry_module(), RETRY_QUERIES, actions, join_at, tasks)
+    check(retry_module(), RETRY_QUERIES, actions, join_at, tuple(tasks))
 
 
 @common

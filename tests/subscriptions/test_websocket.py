@@ -221,7 +221,8 @@ def test_client_connected_and_disconnected_run_per_connection(lobby: Any) -> Non
         assert [o[1]["__identity__"][2:] for o in online] == [a.identity]  # its own connection, already in
         with Ws(lobby.base, "lobby") as b:
             joined = a.expect("TransactionUpdate", others=True)
-            assert joined["reducer_call"]["reducer_name"] == "client_connected" and rows(tables(joined["status"]["Committed"])["online"])[0][1]["__identity__"][2:] == b.identity
+            assert joined["reducer_call"]["reducer_name"] == "client_connected"
+            assert rows(tables(joined["status"]["Committed"])["online"])[0][1]["__identity__"][2:] == b.identity
         left = a.expect("TransactionUpdate", others=True)
         assert left["reducer_call"]["reducer_name"] == "client_disconnected" and len(rows(tables(left["status"]["Committed"])["online"], "deletes")) == 1
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.client import ClientProtocol
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 from websockets.uri import parse_uri
@@ -95,7 +95,7 @@ def test_a_slow_client_is_cut_off_while_a_fast_one_keeps_up(served: tuple[Databa
     for i in range(n):  # the writer never waits for the slow one: every call returns
         db.call("say", f"{i} {LINE}", sender=OWNER)
         # the test keeps to the fast client's pace (a client reading as fast as commits come)
-        assert wait_until(lambda: len(got) >= i - 5 or not reader.is_alive())
+        assert wait_until(lambda i=i: len(got) >= i - 5 or not reader.is_alive())
     reader.join(60)
     assert len(got) == n and set(got) == {1}  # the fast one got every commit
     messages, close = slow.read_to_the_end()
@@ -111,7 +111,7 @@ def test_a_connection_cap(served: tuple[Database, ThreadServer]) -> None:
         Ws(server.base, "lobby")
     assert e.value.response.status_code == 503 and b"try again later" in (e.value.response.body or b"")
     clients.pop().close()
-    for attempt in range(50):  # the server counts the closed one out once its handler ends
+    for _ in range(50):  # the server counts the closed one out once its handler ends
         try:
             clients.append(Ws(server.base, "lobby"))
             break

@@ -36,7 +36,10 @@ class Ws:
         while True:
             message = self.recv(timeout)
             update = message.get("TransactionUpdate")
-            if update is not None and kind != "TransactionUpdate" or (update is not None and not others and update["reducer_call"]["request_id"] == 0 and update["caller_connection_id"] != self.identity_token["connection_id"]):
+            if update is not None and kind != "TransactionUpdate":
+                continue
+            mine = update is None or update["reducer_call"]["request_id"] != 0 or update["caller_connection_id"] == self.identity_token["connection_id"]
+            if not (others or mine):
                 continue
             assert kind in message, message
             body: dict[str, Any] = message[kind]

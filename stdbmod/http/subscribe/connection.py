@@ -178,7 +178,7 @@ class Connection:
             idle = self.limits.idle_timeout if self.queries == 0 else None
             try:
                 message = await asyncio.wait_for(self.ws.receive(), timeout=None if idle is None else max(0.0, idle - (time.monotonic() - last)))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 await self._close(NORMAL, f"idle: no message and no subscription for {self.limits.idle_timeout:g} s")
                 return
             if message["type"] == "websocket.disconnect":
@@ -342,7 +342,7 @@ class Connection:
         if kind == "initial":
             self.outbox.put(messages.initial_subscription(tables, request_id, micros))
         elif kind == "single":
-            self.outbox.put(messages.subscribe_applied(request_id, query_id, micros, messages.subscribe_rows(tables[0]["table_id"], tables[0]["table_name"], tables[0])))
+            self.outbox.put(messages.subscribe_applied(request_id, query_id, micros, tables[0]))
         else:
             self.outbox.put(messages.subscribe_multi_applied(request_id, query_id, micros, tables))
 
@@ -353,7 +353,7 @@ class Connection:
         micros = round((time.perf_counter() - started) * 1e6)
         tables = self.enc.rows(e.rows, deleted=True)
         if kind == "single":
-            self.outbox.put(messages.unsubscribe_applied(request_id, query_id, micros, messages.subscribe_rows(tables[0]["table_id"], tables[0]["table_name"], tables[0])))
+            self.outbox.put(messages.unsubscribe_applied(request_id, query_id, micros, tables[0]))
         else:
             self.outbox.put(messages.unsubscribe_multi_applied(request_id, query_id, micros, tables))
 

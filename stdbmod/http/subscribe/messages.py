@@ -131,24 +131,29 @@ def initial_subscription(tables: list[dict[str, Any]], request_id: int, micros: 
     return {"InitialSubscription": {"database_update": {"tables": tables}, "request_id": request_id, "total_host_execution_duration": duration(micros)}}
 
 
-def subscribe_applied(request_id: int, query_id: int, micros: int, rows: dict[str, Any]) -> dict[str, Any]:
-    return {"SubscribeApplied": {"request_id": request_id, "total_host_execution_duration_micros": micros, "query_id": {"id": query_id}, "rows": rows}}
+def _answer(kind: str, request_id: int, query_id: int, micros: int, **rest: Any) -> dict[str, Any]:
+    return {kind: {"request_id": request_id, "total_host_execution_duration_micros": micros, "query_id": {"id": query_id}, **rest}}
 
 
-def unsubscribe_applied(request_id: int, query_id: int, micros: int, rows: dict[str, Any]) -> dict[str, Any]:
-    return {"UnsubscribeApplied": {"request_id": request_id, "total_host_execution_duration_micros": micros, "query_id": {"id": query_id}, "rows": rows}}
+def _subscribe_rows(update: dict[str, Any]) -> dict[str, Any]:
+    """`SubscribeRows`: one query's table update, with its table named again."""
+    return {"table_id": update["table_id"], "table_name": update["table_name"], "table_rows": update}
 
 
-def subscribe_rows(table_id: int, table: str, update: dict[str, Any]) -> dict[str, Any]:
-    return {"table_id": table_id, "table_name": table, "table_rows": update}
+def subscribe_applied(request_id: int, query_id: int, micros: int, update: dict[str, Any]) -> dict[str, Any]:
+    return _answer("SubscribeApplied", request_id, query_id, micros, rows=_subscribe_rows(update))
+
+
+def unsubscribe_applied(request_id: int, query_id: int, micros: int, update: dict[str, Any]) -> dict[str, Any]:
+    return _answer("UnsubscribeApplied", request_id, query_id, micros, rows=_subscribe_rows(update))
 
 
 def subscribe_multi_applied(request_id: int, query_id: int, micros: int, tables: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"SubscribeMultiApplied": {"request_id": request_id, "total_host_execution_duration_micros": micros, "query_id": {"id": query_id}, "update": {"tables": tables}}}
+    return _answer("SubscribeMultiApplied", request_id, query_id, micros, update={"tables": tables})
 
 
 def unsubscribe_multi_applied(request_id: int, query_id: int, micros: int, tables: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"UnsubscribeMultiApplied": {"request_id": request_id, "total_host_execution_duration_micros": micros, "query_id": {"id": query_id}, "update": {"tables": tables}}}
+    return _answer("UnsubscribeMultiApplied", request_id, query_id, micros, update={"tables": tables})
 
 
 def subscription_error(request_id: int | None, query_id: int | None, error: str, micros: int = 0) -> dict[str, Any]:

@@ -15,10 +15,12 @@ Integers are all I64 (stdbmod's columns do not declare widths).
 from __future__ import annotations
 
 import enum
+import functools
+import operator
 import types as pytypes
 import typing
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
 from typing import Any, Literal
 
 import msgspec
@@ -80,6 +82,11 @@ def _json_text(value: Any) -> str:
     return codec.json_encoder.encode(value).decode()
 
 
+def _union(types: list[Any]) -> Any:
+    """`A | B | ...` of `types` (one type: itself)."""
+    return functools.reduce(operator.or_, types)
+
+
 def _members(tp: Any) -> list[str] | None:
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return [str(m.value) if isinstance(m.value, str) else m.name for m in tp]
@@ -94,7 +101,7 @@ def _variant_name(tp: Any) -> Callable[[Any], str]:
     return str
 
 
-@lru_cache(maxsize=None)
+@cache
 def encoder(tp: Any) -> Encode:
     """value of type `tp` -> its SATS-JSON (plain JSON data)."""
     if tp in (bool, int, float, str):
@@ -119,7 +126,7 @@ def encoder(tp: Any) -> Encode:
             return lambda v: {"Interval": duration(v.interval.micros)} if isinstance(v, Every) else {"Time": timestamp(v.time.micros)}
         rest = [a for a in args if a is not type(None)]
         if type(None) in args:
-            inner = encoder(rest[0] if len(rest) == 1 else typing.Union[tuple(rest)])
+            inner = encoder(_union(rest))
             return lambda v: {"none": _NONE} if v is None else {"some": inner(v)}
         return _json_text
     if origin in (list, tuple) and typing.get_args(tp):
@@ -131,7 +138,7 @@ def encoder(tp: Any) -> Encode:
     return _json_text  # Any, dicts and the rest: their JSON text
 
 
-@lru_cache(maxsize=None)
+@cache
 def algebraic_type(tp: Any) -> dict[str, Any]:
     """The SATS type of `tp`, as JSON."""
     if tp in _SPECIAL_TYPES:
@@ -148,7 +155,7 @@ def algebraic_type(tp: Any) -> dict[str, Any]:
             return _sum(("Interval", _SPECIAL_TYPES[TimeDuration]), ("Time", _SPECIAL_TYPES[Timestamp]))
         rest = [a for a in args if a is not type(None)]
         if type(None) in args:
-            return _sum(("some", algebraic_type(rest[0] if len(rest) == 1 else typing.Union[tuple(rest)])), ("none", _UNIT_TYPE))
+            return _sum(("some", algebraic_type(_union(rest))), ("none", _UNIT_TYPE))
         return _PRIMITIVE_TYPES[str]
     if origin in (list, tuple) and typing.get_args(tp):
         return {"Array": algebraic_type(typing.get_args(tp)[0])}
