@@ -79,8 +79,9 @@ class Outbox:
         self._on_overflow = on_overflow
         self.closed = False
 
-    def put(self, message: dict[str, Any]) -> None:
-        text = _json.encode(message).decode()
+    def put(self, message: dict[str, Any] | str) -> None:
+        """Queue a message (or its JSON text, already encoded)."""
+        text = message if isinstance(message, str) else _json.encode(message).decode()
         with self._lock:
             if self.closed:
                 return
@@ -325,13 +326,17 @@ class Connection:
             if call is not None:
                 self._answered(call)
             return
-        args = self.enc.args_text(u.kind, u.reducer, u.args, u.schedule_row)
-        tables = self.enc.changes(u.changes, u.offset)
-        message = messages.transaction_update(
-            status=messages.committed(tables), timestamp=u.timestamp.micros, caller=u.sender, connection_id=u.connection_id,
-            reducer=u.reducer, reducer_id=self.enc.reducer_id(u.reducer), args=args, request_id=call.request_id if call else 0,
-        )
-        self.outbox.put(message)
+        def build() -> str:
+            args = self.enc.args_text(u.kind, u.reducer, u.args, u.schedule_row)
+            message = messages.transaction_update(
+                status=messages.committed(self.enc.changes(u.changes, u.offset)), timestamp=u.timestamp.micros, caller=u.sender,
+                connection_id=u.connection_id, reducer=u.reducer, reducer_id=self.enc.reducer_id(u.reducer), args=args,
+                request_id=call.request_id if call else 0,
+            )
+            return _json.encode(message).decode()
+
+        # the same commit seen through the same queries is the same message for every other client
+        self.outbox.put(build() if call is not None else self.enc.shared(u.offset, tuple(c.query for c in u.changes), build))
         if call is not None:
             self._answered(call)
 

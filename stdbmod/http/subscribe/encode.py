@@ -28,6 +28,18 @@ class Encoder:
         self._rows = {t.name: sats.RowEncoder(t) for t in tables}
         self._cache_offset = -1
         self._cache: dict[int, str] = {}  # id(row) -> its text, within one commit (the hub's thread only)
+        self._shared_offset = -1
+        self._shared: dict[tuple[str, ...], str] = {}  # whole messages, within one commit
+
+    def shared(self, offset: int, key: tuple[str, ...], build: Any) -> str:
+        """The text `build()` makes for commit `offset` seen through the queries `key`, made once
+        for every subscriber that sees exactly that (the hub's thread only)."""
+        if offset != self._shared_offset:
+            self._shared_offset, self._shared = offset, {}
+        text = self._shared.get(key)
+        if text is None:
+            text = self._shared[key] = build()
+        return str(text)
 
     def reducer_id(self, name: str) -> int:
         return self.reducer_ids.get(name, _U32_MAX)
