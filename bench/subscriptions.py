@@ -19,19 +19,18 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.http_load import stdbmod_server  # noqa: E402
 from stdbmod import Database  # noqa: E402
 from stdbmod.retry import create_retry_module  # noqa: E402
 
@@ -83,90 +82,70 @@ def _owner() -> Any:
     return Identity.from_claims("bench", "owner")
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def over_ws(d: str, n: int, subscribers: int, query: str) -> tuple[float, float]:
     """(lifecycles/s over HTTP, updates received/s) with `subscribers` WebSocket clients."""
-    port = _free_port()
-    data = Path(d) / "data"
-    env = {**os.environ, "STDBMOD_HOME": str(Path(d) / "home")}
-    proc = subprocess.Popen([sys.executable, "-m", "stdbmod.http", "--data", str(data), "--port", str(port), "--log-level", "warning"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with stdbmod_server(d) as (port, token, _pid):
+        return _over_ws(port, token, n, subscribers, query)
+
+
+def _over_ws(port: int, token: str, n: int, subscribers: int, query: str) -> tuple[float, float]:
     base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(base + "/v1/ping", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
+    received = [0]
+    ready = threading.Event()
+    stop = threading.Event()
+    loop = asyncio.new_event_loop()
+
+    async def client() -> None:
+        from websockets.asyncio.client import connect
+
+        async with connect(f"ws://127.0.0.1:{port}/v1/database/retry/subscribe?token={token}", subprotocols=["v1.json.spacetimedb"],  # type: ignore[list-item]
+                           open_timeout=120, max_size=None) as ws:
+            await ws.recv()
+            await ws.send(json.dumps({"SubscribeSingle": {"query": query, "request_id": 1, "query_id": {"id": 1}}}))
+            await ws.recv()
+            while not stop.is_set():
+                try:
+                    await asyncio.wait_for(ws.recv(), 0.5)
+                    received[0] += 1
+                except TimeoutError:
+                    pass
+
+    async def clients() -> None:
+        tasks = []
+        for i in range(subscribers):
+            tasks.append(asyncio.ensure_future(client()))
+            if i % 50 == 49:
+                await asyncio.sleep(0.05)
+        while received[0] < 0:
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)
+        ready.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    runner = threading.Thread(target=lambda: loop.run_until_complete(clients()), daemon=True)
+    runner.start()
+    if subscribers:
+        ready.wait(300)
+    else:
+        ready.set()
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=base, headers=headers, timeout=60) as http:
+        def call(name: str, *args: Any) -> Any:
+            r = http.post(f"/v1/database/retry/call/{name}", json=list(args))
+            r.raise_for_status()
+            return r.json()
+
+        before = received[0]
+        t0 = time.perf_counter()
+        rate = _lifecycle(call, n)
+        want = before + (3 * n * subscribers if query == ACTIVE else 0)
+        deadline = time.monotonic() + 120
+        while received[0] < want and time.monotonic() < deadline:
             time.sleep(0.05)
-        token = (data / "owner.token").read_text().strip()
-        received = [0]
-        ready = threading.Event()
-        stop = threading.Event()
-        loop = asyncio.new_event_loop()
-
-        async def client() -> None:
-            from websockets.asyncio.client import connect
-
-            async with connect(f"ws://127.0.0.1:{port}/v1/database/retry/subscribe?token={token}", subprotocols=["v1.json.spacetimedb"],  # type: ignore[list-item]
-                               open_timeout=120, max_size=None) as ws:
-                await ws.recv()
-                await ws.send(json.dumps({"SubscribeSingle": {"query": query, "request_id": 1, "query_id": {"id": 1}}}))
-                await ws.recv()
-                while not stop.is_set():
-                    try:
-                        await asyncio.wait_for(ws.recv(), 0.5)
-                        received[0] += 1
-                    except TimeoutError:
-                        pass
-
-        async def clients() -> None:
-            tasks = []
-            for i in range(subscribers):
-                tasks.append(asyncio.ensure_future(client()))
-                if i % 50 == 49:
-                    await asyncio.sleep(0.05)
-            while received[0] < 0:
-                await asyncio.sleep(0.1)
-            await asyncio.sleep(1.0)
-            ready.set()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        runner = threading.Thread(target=lambda: loop.run_until_complete(clients()), daemon=True)
-        runner.start()
-        if subscribers:
-            ready.wait(300)
-        else:
-            ready.set()
-        headers = {"Authorization": f"Bearer {token}"}
-        with httpx.Client(base_url=base, headers=headers, timeout=60) as http:
-            def call(name: str, *args: Any) -> Any:
-                r = http.post(f"/v1/database/retry/call/{name}", json=list(args))
-                r.raise_for_status()
-                return r.json()
-
-            before = received[0]
-            t0 = time.perf_counter()
-            rate = _lifecycle(call, n)
-            want = before + (3 * n * subscribers if query == ACTIVE else 0)
-            deadline = time.monotonic() + 120
-            while received[0] < want and time.monotonic() < deadline:
-                time.sleep(0.05)
-            elapsed = time.perf_counter() - t0
-        stop.set()
-        runner.join(30)
-        return rate, (received[0] - before) / elapsed if subscribers else 0.0
-    finally:
-        proc.terminate()
-        proc.wait(30)
+        elapsed = time.perf_counter() - t0
+    stop.set()
+    runner.join(30)
+    return rate, (received[0] - before) / elapsed if subscribers else 0.0
 
 
 def _median(fn: Callable[[str], tuple[float, float]], reps: int) -> tuple[float, float, list[float]]:
