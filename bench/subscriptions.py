@@ -148,16 +148,6 @@ def _over_ws(port: int, token: str, n: int, subscribers: int, query: str) -> tup
     return rate, (received[0] - before) / elapsed if subscribers else 0.0
 
 
-def _median(fn: Callable[[str], tuple[float, float]], reps: int) -> tuple[float, float, list[float]]:
-    rates, updates = [], []
-    for _ in range(reps):
-        with tempfile.TemporaryDirectory(prefix="stdbmod-bench-subs-") as d:
-            r, u = fn(d)
-            rates.append(r)
-            updates.append(u)
-    return statistics.median(rates), statistics.median(updates), rates
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=300, help="lifecycles per run")
@@ -178,15 +168,20 @@ def main(argv: list[str] | None = None) -> int:
             ("WebSocket, 1,000 idle subscribers", lambda d: over_ws(d, a.n, 1000, IDLE)),
             ("WebSocket, 100 subscribers of task (every update)", lambda d: over_ws(d, a.n, 100, ACTIVE)),
         ]
-    for name, fn in cases:
-        rate, updates, samples = _median(fn, a.reps)
-        rows.append((name, rate, updates, samples))
-        print(f"  {name}: {rate:.1f} lifecycles/s, {updates:.0f} updates/s  {[round(s, 1) for s in samples]}", file=sys.stderr)
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in cases}
+    for rep in range(a.reps):  # the cases take turns, so a machine's drift affects them alike
+        for name, fn in cases:
+            with tempfile.TemporaryDirectory(prefix="stdbmod-bench-subs-") as d:
+                samples[name].append(fn(d))
+            print(f"  rep {rep + 1}: {name}: {samples[name][-1][0]:.1f} lifecycles/s, {samples[name][-1][1]:.0f} updates/s", file=sys.stderr)
+    for name, _ in cases:
+        rates = [r for r, _ in samples[name]]
+        rows.append((name, statistics.median(rates), statistics.median(u for _, u in samples[name]), rates))
     base = {"in": rows[0][1], "We": rows[4][1] if len(rows) > 4 else rows[0][1]}
-    print("| subscribers | lifecycle/s (median) | vs 0 subscribers | updates delivered/s |")
-    print("|---|---|---|---|")
-    for name, rate, updates, _ in rows:
-        print(f"| {name} | {rate:.1f} | {rate / base[name[:2]]:.2f} | {updates:.0f} |")
+    print("| subscribers | lifecycle/s (median) | min - max | vs 0 subscribers | updates delivered/s |")
+    print("|---|---|---|---|---|")
+    for name, rate, updates, rates in rows:
+        print(f"| {name} | {rate:.1f} | {min(rates):.1f} - {max(rates):.1f} | {rate / base[name[:2]]:.2f} | {updates:.0f} |")
     return 0
 
 
