@@ -13,7 +13,7 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import Any
 
@@ -53,6 +53,8 @@ class Hooks:
     # Each call's and the commit's duration (metrics). It must only hand the tuple on (O(1));
     # unset, the batch reads no clock for it.
     on_batch: Callable[[BatchTimes], None] | None = None
+    # Called (no arguments) after every commit that wrote a record: runtime/follow.py wakes on it.
+    commit_taps: list[Callable[[], None]] = field(default_factory=list)
 
 
 class Core:
@@ -63,8 +65,6 @@ class Core:
         self.broken: StoragePanic | None = None
         self.hooks = Hooks()
         self.contexts = ContextFactory(module, identity)
-        # Called (no arguments) after every commit that wrote a record: runtime/follow.py wakes on it.
-        self.commit_taps: list[Callable[[], None]] = []
         self._spent: list[int] = []  # a timed batch's job durations (hooks.on_batch)
 
     # --- batches -------------------------------------------------------------------------------
@@ -151,7 +151,7 @@ class Core:
         if timed and hooks.on_batch is not None:
             hooks.on_batch((batch, outcomes, self._spent, committing))
         if records:
-            for tap in self.commit_taps:
+            for tap in hooks.commit_taps:
                 tap()
 
     def _again(self, e: TransientStorageError, batch: list[tuple[Job, Future[Any]]], started: float, tries: int) -> bool:

@@ -4,7 +4,7 @@ This is the feed subscriptions are to be built on (`Database.follow_commits`). W
 this process commits; with PostgreSQL several nodes do, and each node's follower must see the
 others' commits too. A follower keeps the offset it has delivered up to and, when woken, reads
 the log from there in short read transactions and hands the records to its callback, in order,
-on a thread of its own. It is woken by this node's commits (`Core.commit_taps`) and by the
+on a thread of its own. It is woken by this node's commits (`Database.hooks.commit_taps`) and by the
 other nodes' announcements (`Storage.watch`: PostgreSQL's LISTEN/NOTIFY, sent inside the
 committing transaction); a notification is only a wake-up, the records come from the log, so
 one lost while the listening connection was down is made up by the next wake (the listener
@@ -39,7 +39,7 @@ class CommitFollower:
             start = last
         self.next = start  # the first offset not delivered yet
         self._tap = self._wake.set
-        db._core.commit_taps.append(self._tap)
+        db.hooks.commit_taps.append(self._tap)
         self._unwatch = db.storage.watch(lambda _message: self._wake.set())
         self._thread = threading.Thread(target=self._loop, name=f"stdbmod-follow-{db.name}", daemon=True)
         self._wake.set()  # deliver what is already there past `start`
@@ -67,7 +67,7 @@ class CommitFollower:
         self._stop.set()
         self._wake.set()
         self._unwatch()
-        if self._tap in self._db._core.commit_taps:
-            self._db._core.commit_taps.remove(self._tap)
+        if self._tap in self._db.hooks.commit_taps:
+            self._db.hooks.commit_taps.remove(self._tap)
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=10)
