@@ -187,6 +187,11 @@ def _source(node: exp.Expression, tables: Mapping[str, TableDef]) -> Source:
     if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
         raise SqlError(f"expected a table, got {sql(node)}")
     refuse_extra(node, {"this", "alias"})
+    alias = node.args.get("alias")
+    if alias is not None and alias.args.get("columns"):
+        # `FROM t a (x, y)` renames columns; sqlglot also reads `t MATCH_RECOGNIZE (...)` or
+        # `t OPTION (...)` that way, which would otherwise run as if the clause were not there
+        raise SqlError(f"a table alias with a column list is not supported: {sql(alias)}")
     table = tables.get(node.name)
     if table is None:
         raise SqlError(f"no table named {node.name!r} (tables: {', '.join(sorted(tables))})")

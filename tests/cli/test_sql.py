@@ -23,5 +23,10 @@ def test_sql_command(invoke: Invoke, bank_dir: str) -> None:
     assert "only the database owner may change rows with SQL" in r.stderr
     r = invoke("sql", "--data", bank_dir, "SELECT * INTO copy FROM account", code=2)
     assert r.stderr.strip() == "Error: SELECT ... INTO is not supported"
+    # a clause sqlglot reads as a table alias's column list ran as if it were not there
+    r = invoke("sql", "--data", bank_dir, "SELECT * FROM account OPTION (RECOMPILE)", code=2)
+    assert r.stderr.strip() == "Error: a table alias with a column list is not supported: OPTION(RECOMPILE)"
+    r = invoke("sql", "--data", bank_dir, "SELECT * FROM account PIVOT (COUNT(*) FOR id IN (1))", code=2)
+    assert r.stderr.strip() == "Error: PIVOT is not supported"  # one line: no parser warning before it
     r = invoke("sql", "--data", bank_dir, "SELECT * FROM account WHERE", code=2)
     assert r.stderr.strip() == "Error: SQL syntax error at line 1, column 23: WHERE needs a condition, e.g. WHERE id = 1"

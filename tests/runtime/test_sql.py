@@ -167,6 +167,11 @@ def test_syntax_errors_say_what_was_expected(db: Database, query: str, message: 
         ("SELECT * FROM account WHERE id IN (1, 2)", "unsupported condition"),
         ("SELECT * FROM account WHERE id = ?", "expected a literal, got ?"),
         ("SELECT COUNT(DISTINCT id) FROM account", "only *, t.*, columns and COUNT(*)"),
+        ("SELECT * FROM account a (x, y)", "a table alias with a column list is not supported"),
+        ("SELECT * FROM account MATCH_RECOGNIZE (x)", "a table alias with a column list is not supported"),
+        ("SELECT * FROM account OPTION (RECOMPILE)", "a table alias with a column list is not supported"),
+        ("UPDATE account a (x) SET balance = 1", "a table alias with a column list is not supported"),
+        ("SELECT * FROM account PIVOT (COUNT(*) FOR id IN (1))", "PIVOT is not supported"),
     ],
 )
 def test_statement_forms_it_does_not_run_are_refused(db: Database, query: str, refused: str) -> None:
