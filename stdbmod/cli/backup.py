@@ -1,7 +1,10 @@
-"""`stdbmod backup --data DIR DEST`: a compacted copy of a database, taken while it serves.
+"""`stdbmod backup --data DIR DEST`: a compacted copy of a database, taken while it serves, that
+restores as it is.
 
 The copy is made in one LMDB read transaction (writers are not blocked; it holds every
-transaction committed before it began), then checked with LMDB's offline verifier.
+transaction committed before it began), then checked with LMDB's offline verifier. The files
+beside it follow (stdbmod.json, jwt.key, owner.token): without them the CLI could not open the
+copy and a server on it would sign with a new key, refusing every token already handed out.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from lmdb import verify as lmdb_verify
 
 from ..errors import StdbError
 from ..local import place
-from ..local.transfer import copy_between
+from ..local.transfer import copy_between, copy_files
 from ..runtime import backup_directory
 from .options import CommandError
 
@@ -23,7 +26,8 @@ from .options import CommandError
 @click.argument("dest", metavar="DEST", type=click.Path(file_okay=False, path_type=str))
 def backup_command(data: str, dest: str) -> None:
     """Copy the database at DIR into DEST (a new or empty directory), compacted, while it keeps
-    serving; then verify the copy. Either may be a PostgreSQL URL (postgresql://USER@HOST:PORT/DB,
+    serving, with the files beside it (stdbmod.json, jwt.key, owner.token); then verify the copy.
+    DEST restores as it is: `stdbmod serve --data DEST` accepts the tokens DIR's server issued. Either may be a PostgreSQL URL (postgresql://USER@HOST:PORT/DB,
     an empty schema for DEST): the copy is then key by key, verified by the state hash."""
     if place.is_url(data) or place.is_url(dest):
         try:
@@ -39,4 +43,6 @@ def backup_command(data: str, dest: str) -> None:
     problems = list(cast(Any, lmdb_verify).verify(dest))
     if problems:
         raise CommandError(f"the copy at {dest} does not verify: {problems[0]}")
-    click.echo(f"backed up {data} to {dest} ({size / (1 << 20):.1f} MiB, verified)")
+    files = copy_files(data, dest)
+    with_files = f" with {', '.join(files)}" if files else ""
+    click.echo(f"backed up {data} to {dest}{with_files} ({size / (1 << 20):.1f} MiB, verified)")

@@ -97,11 +97,20 @@ def copy_between(source: str, dest: str) -> Copied:
         src.close()
     if got != want:
         raise CallError(f"the copy at {place.show(dest)} does not match its source (state hash {got[0]} != {want[0]})")
+    copy_files(source, dest)
+    return Copied(keys, *want)
+
+
+def copy_files(source: str, dest: str) -> list[str]:
+    """Copy the place's files a restore needs (the module it records, the key its tokens are
+    signed with, the owner's token) from `source` to `dest`; the names copied."""
+    copied = []
     for f in FILES:
         body = place.read_file(source, f)
         if body is not None:
             place.write_file(dest, f, body, secret=f != CONFIG_NAME)
-    return Copied(keys, *want)
+            copied.append(f)
+    return copied
 
 
 def _write(dst: Storage, name: str, batch: list[tuple[bytes, bytes]]) -> int:
