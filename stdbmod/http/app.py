@@ -61,6 +61,7 @@ def create_app(
     spec = openapi.document(ENDPOINTS)
     spec["paths"].update(extras.openapi_paths())
     subscribe = SubscribeEndpoint(ctx, ws_limits or Limits(max_message=body_limit))
+    extras.sockets["subscribe"] = lambda: subscribe.connections
 
     async def subscribe_ws(websocket: WebSocket) -> None:
         await subscribe(websocket)

@@ -15,7 +15,7 @@ share a series.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from time import perf_counter
 from typing import Any
 
@@ -87,10 +87,23 @@ class _TaskGauges(Collector):
         yield GaugeMetricFamily("stdbmod_tasks_count_seconds", "What the last index count of the task gauges took.", value=snap.cost_seconds)
 
 
+class _Sockets(Collector):
+    """Open WebSocket connections per endpoint, read at scrape time."""
+
+    def __init__(self, sockets: Mapping[str, Callable[[], int]]) -> None:
+        self.sockets = sockets
+
+    def collect(self) -> Iterator[Metric]:
+        g = GaugeMetricFamily("stdbmod_websocket_connections", "Open WebSocket connections per endpoint.", labels=["endpoint"])
+        for endpoint, count in sorted(self.sockets.items()):
+            g.add_metric([endpoint], count())
+        yield g
+
+
 class Metrics:
     """The registry, fed by the commit stream; `render` is a scrape."""
 
-    def __init__(self, feed: Feed, counts: Counts, db: Callable[[], Database]) -> None:
+    def __init__(self, feed: Feed, counts: Counts, db: Callable[[], Database], sockets: Mapping[str, Callable[[], int]]) -> None:
         self.feed = feed
         disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` twin of every series (process-wide)
         self.registry = r = CollectorRegistry()
@@ -119,6 +132,7 @@ class Metrics:
             ["route", "method", "status"], buckets=HTTP_BUCKETS, registry=r,
         )
         r.register(_TaskGauges(db, counts))
+        r.register(_Sockets(sockets))
         self._pairs: set[tuple[str, str]] = set()
         feed.task_listeners.append(self.on_tasks)
         feed.batch_listeners.append(self.on_batch)

@@ -8,7 +8,7 @@ install, so a base install stays small and still tells the operator where the fe
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -45,14 +45,17 @@ class Extras:
         self.counts = Counts()
         self.metrics: Metrics | None = None
         self.dashboard: Dashboard | None = None
+        # Open WebSocket connections per endpoint, counted by their endpoints (a gauge of /metrics).
+        self.sockets: dict[str, Callable[[], int]] = {}
         if installed("prometheus_client") if metrics is None else metrics:
             from .metrics import Metrics
 
-            self.metrics = Metrics(self.feed, self.counts, lambda: ctx.db)
+            self.metrics = Metrics(self.feed, self.counts, lambda: ctx.db, self.sockets)
         if installed("jinja2") if dashboard is None else dashboard:
             from .dashboard import Dashboard
 
-            self.dashboard = Dashboard(ctx, self.feed, self.counts)
+            self.dashboard = dash = Dashboard(ctx, self.feed, self.counts)
+            self.sockets["dashboard"] = lambda: dash.live_feed.sockets
 
     # --- the app's parts ------------------------------------------------------------------------
 

@@ -87,9 +87,10 @@ def test_a_job_enqueued_over_http_appears_without_a_reload(page: Any, server: Se
     sign_in(page, token)
     page.goto("/dashboard/jobs?queue=live")
     page.evaluate("window.__notReloaded = true")
+    page.locator('#live[data-live-mode="socket"]').wait_for(state="attached")  # pushed to, not polling
     new = post(server, "/jobs", token, {"job_type": "resize_image", "queue": "live", "payload": {"image": "cat.png"}})
     row = page.locator(f'tr[data-job="{new["id"]}"]')
-    row.wait_for()  # the page polls and re-reads its live part
+    row.wait_for()  # the server pushed the commit log's end; the page re-read its live part
     assert "queued" in row.inner_text()
     assert page.evaluate("window.__notReloaded") is True
     claimed = post(server, "/jobs/claim", token, {"queue": "live", "worker_id": "w-live"})

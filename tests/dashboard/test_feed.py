@@ -109,7 +109,7 @@ def test_detach_restores_the_writer(handled: Any) -> None:
 
 def _metrics(tmp_path: Path) -> tuple[Metrics, Database]:
     db = Database.create(tmp_path / "m", create_retry_module().module, owner=ADMIN, durable=False)
-    return Metrics(Feed(), Counts(), lambda: db), db
+    return Metrics(Feed(), Counts(), lambda: db, {}), db
 
 
 def test_call_outcomes_ok_error_and_panic(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ from urllib.parse import urlencode
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 from ...errors import StdbError
 from ...local.tokens import InvalidToken
@@ -29,6 +30,7 @@ from ..metrics_feed import Feed
 from ..metrics_tasks import Counts
 from . import reads
 from .actions import Actions
+from .live import LiveFeed, serve_socket
 from .sessions import COOKIE, LOGIN_COOKIE, LOGIN_SECONDS, PATH, Session, Sessions
 from .throughput import Throughput
 from .tickets import BadTicket, Tickets
@@ -48,6 +50,7 @@ class Dashboard:
         feed.task_listeners.append(self.throughput.on_tasks)
         self.web = Web()
         self.actions = Actions(self)
+        self.live_feed = LiveFeed()
 
     def routes(self) -> list[BaseRoute]:
         get, post = ["GET"], ["POST"]
@@ -69,7 +72,8 @@ class Dashboard:
         for path, handler, methods in pages:
             for m in methods:
                 by_path.setdefault(PATH + path, {})[m] = handler
-        return [Route(path, _dispatch(handlers), methods=list(handlers), include_in_schema=False) for path, handlers in by_path.items()]
+        routes: list[BaseRoute] = [Route(path, _dispatch(handlers), methods=list(handlers), include_in_schema=False) for path, handlers in by_path.items()]
+        return [*routes, WebSocketRoute(PATH + "/live/socket", self.live_socket)]
 
     # --- sessions -------------------------------------------------------------------------------
 
@@ -180,6 +184,10 @@ class Dashboard:
         if not await run_in_threadpool(is_admin_now, db, session.identity):
             return secure(JSONResponse({"error": "not allowed"}, 403))
         return secure(JSONResponse({"version": await run_in_threadpool(db.commit_log_end)}))
+
+    async def live_socket(self, ws: WebSocket) -> None:
+        """The live parts' push: the commit log's end whenever a commit lands (live.py)."""
+        await serve_socket(ws, self.ctx.db, self.sessions, self.live_feed)
 
     async def static(self, request: Request) -> Response:
         return self.web.static(request.path_params["name"])

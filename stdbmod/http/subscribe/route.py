@@ -10,7 +10,6 @@ import logging
 import threading
 
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
 
 from ...errors import StdbError
@@ -19,6 +18,7 @@ from ...runtime import Database
 from ...types import ConnectionId
 from ..context import ServerContext
 from ..errors import HttpError
+from ..upgrade import deny_upgrade
 from . import messages
 from .connection import Connection, Limits
 from .encode import Encoder
@@ -46,11 +46,11 @@ class SubscribeEndpoint:
         try:
             db = self.ctx.database(ws.path_params["db"])
         except HttpError as e:
-            return await _deny(ws, e.status_code, e.message)
+            return await deny_upgrade(ws, e.status_code, e.message)
         offered = [p.strip() for p in ws.scope.get("subprotocols", [])]
         if messages.PROTOCOL not in offered:
             got = ", ".join(offered) or "none"
-            return await _deny(ws, 400, f"this server speaks the {messages.PROTOCOL} subprotocol only (offered: {got})")
+            return await deny_upgrade(ws, 400, f"this server speaks the {messages.PROTOCOL} subprotocol only (offered: {got})")
         token = _token(ws)
         try:
             if token is None:
@@ -58,13 +58,13 @@ class SubscribeEndpoint:
             else:
                 identity = self.ctx.tokens.identity(token)
         except InvalidToken as e:
-            return await _deny(ws, 401, str(e))
+            return await deny_upgrade(ws, 401, str(e))
         with self._lock:
             full = self.connections >= self.limits.max_connections
             if not full:
                 self.connections += 1
         if full:
-            return await _deny(ws, 503, f"the server has {self.limits.max_connections} subscription connections, its limit: try again later")
+            return await deny_upgrade(ws, 503, f"the server has {self.limits.max_connections} subscription connections, its limit: try again later")
         try:
             hooks = db.module.lifecycle
             connected = bool(hooks["client_connected"] or hooks["client_disconnected"])
@@ -72,7 +72,7 @@ class SubscribeEndpoint:
                 try:
                     conn = await run_in_threadpool(db.connect, identity)
                 except StdbError as e:
-                    return await _deny(ws, 403, f"connection refused: {e}")
+                    return await deny_upgrade(ws, 403, f"connection refused: {e}")
             else:
                 conn = ConnectionId.random()
             try:
@@ -93,11 +93,3 @@ def _token(ws: WebSocket) -> str | None:
         scheme, _, value = header.strip().partition(" ")
         return value.strip() if scheme.lower() == "bearer" else ""
     return ws.query_params.get("token")
-
-
-async def _deny(ws: WebSocket, status: int, message: str) -> None:
-    """Refuse the upgrade with an HTTP answer (where the server can send one), else close."""
-    try:
-        await ws.send_denial_response(JSONResponse({"error": message}, status))
-    except RuntimeError:
-        await ws.close(1008, message[:123])

@@ -40,40 +40,86 @@
     if (msg && !window.confirm(msg)) e.preventDefault();
   });
 
-  function start() {
-    readSkew(document);
-    tick();
-    setInterval(tick, 1000);
-    var live = document.getElementById("live");
-    if (!live) return;
-    var version = live.getAttribute("data-version");
+  // The live part: the server pushes the commit log's end over a WebSocket (/dashboard/live/socket)
+  // each time a commit lands, and the page re-reads its live part when the end moved past the
+  // version it shows. Where the socket cannot open, or closes, the page polls /dashboard/live
+  // every POLL_MS until the socket opens again (tried again every few seconds).
+  function live(section) {
+    var version = section.getAttribute("data-version");
+    var wanted = null; // the newest end heard of that the page does not show yet
     var busy = false;
-    setInterval(function () {
-      if (busy || document.hidden) return;
+    var socketOpen = false;
+
+    function refresh() {
+      if (busy || wanted === null || String(wanted) === version) return;
       busy = true;
-      fetch(live.getAttribute("data-live"), { credentials: "same-origin", cache: "no-store" })
+      var target = wanted;
+      fetch(window.location.href, {
+        credentials: "same-origin", cache: "no-store", headers: { "X-Dashboard-Fragment": "1" }
+      }).then(function (r) {
+        if (r.status === 401 || r.status === 403 || !r.ok || r.redirected) { window.location.reload(); return; }
+        return r.text().then(function (html) {
+          section.innerHTML = html;
+          // The fragment's own version (a shared count may lag the newest commit a little).
+          var inner = section.querySelector("[data-fragment-version]");
+          version = inner ? inner.getAttribute("data-fragment-version") : String(target);
+          section.setAttribute("data-version", version);
+          readSkew(section);
+          tick();
+        });
+      }).catch(function () { /* the server is restarting: the next version or poll tries again */ })
+        .then(function () {
+          busy = false;
+          if (wanted !== null && Number(version) < Number(wanted)) setTimeout(refresh, 500);
+        });
+    }
+
+    function heard(v) {
+      if (wanted === null || Number(v) > Number(wanted)) wanted = v;
+      refresh();
+    }
+
+    function poll() {
+      if (socketOpen || document.hidden) return;
+      fetch(section.getAttribute("data-live"), { credentials: "same-origin", cache: "no-store" })
         .then(function (r) {
           if (r.status === 401 || r.status === 403) { window.location.reload(); return null; }
           return r.ok ? r.json() : null;
         })
-        .then(function (state) {
-          if (!state || String(state.version) === version) return null;
-          return fetch(window.location.href, {
-            credentials: "same-origin", cache: "no-store", headers: { "X-Dashboard-Fragment": "1" }
-          }).then(function (r) {
-            if (!r.ok || r.redirected) { window.location.reload(); return; }
-            return r.text().then(function (html) {
-              live.innerHTML = html;
-              version = String(state.version);
-              live.setAttribute("data-version", version);
-              readSkew(live);
-              tick();
-            });
-          });
-        })
-        .catch(function () { /* the server is restarting: try again at the next poll */ })
-        .then(function () { busy = false; });
-    }, POLL_MS);
+        .then(function (state) { if (state) heard(state.version); })
+        .catch(function () { /* try again at the next poll */ });
+    }
+
+    function connect() {
+      var path = section.getAttribute("data-socket");
+      if (!path || !window.WebSocket) return;
+      var ws;
+      try {
+        ws = new WebSocket((window.location.protocol === "https:" ? "wss://" : "ws://") + window.location.host + path);
+      } catch (e) { return; }
+      ws.onopen = function () { socketOpen = true; section.setAttribute("data-live-mode", "socket"); };
+      ws.onmessage = function (e) {
+        try { heard(JSON.parse(e.data).version); } catch (err) { /* not ours */ }
+      };
+      ws.onclose = function (e) {
+        socketOpen = false;
+        section.setAttribute("data-live-mode", "poll");
+        if (e.code === 4401) { window.location.reload(); return; } // signed out elsewhere
+        setTimeout(connect, 5000);
+      };
+    }
+
+    section.setAttribute("data-live-mode", "poll");
+    setInterval(poll, POLL_MS);
+    connect();
+  }
+
+  function start() {
+    readSkew(document);
+    tick();
+    setInterval(tick, 1000);
+    var section = document.getElementById("live");
+    if (section) live(section);
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
