@@ -223,10 +223,32 @@ def _sort_key(value: Any) -> tuple[bool, Any]:
     return (value is not None, value)
 
 
+def _by_key_with_limit(view: DbView, q: Select, counter: _Counter) -> list[Rows] | None:
+    """`ORDER BY <primary key> [DESC] LIMIT n` on one table whose WHERE no index serves: a walk
+    of the key in that order that stops at the n-th match (the newest row reads one row, not all).
+    None where the query is not of that shape."""
+    if q.join is not None or q.count is not None or q.limit is None or len(q.order) != 1:
+        return None
+    (_, position), desc = q.order[0]
+    t = q.sources[0].table
+    if t.primary_key is None or position != t.pk_position or _best_walk(t, q.bounds) is not None:
+        return None
+    found: list[Rows] = []
+    if q.limit == 0:
+        return found
+    for row in counter.rows(getattr(view.table(t.name), t.primary_key).filter(Range(), reverse=desc)):
+        if q.matches((row,)):
+            found.append((row,))
+            if len(found) == q.limit:
+                break
+    return found
+
+
 def select(view: DbView, q: Select) -> SqlResult:
     """Run a checked SELECT over `view` (a snapshot), without access checks."""
     counter = _Counter()
-    found = list(_pairs(view, q, counter))
+    walked = _by_key_with_limit(view, q, counter)
+    found = walked if walked is not None else list(_pairs(view, q, counter))
     types = [q.sources[i].table.columns[p].type for _, (i, p) in q.columns]
     if q.count is not None:
         return SqlResult(q.table.name, [q.count], [[len(found)]], [int], counter.n)

@@ -175,3 +175,32 @@ def test_btree_prefixes_and_ranges_walk_the_index(big: Database) -> None:
     assert (r.rows_read, len(r.rows)) == (10, 10)  # a range on the leading column
     r = run_sql(big, "SELECT id FROM transfer WHERE amount = 1", OWNER)
     assert (r.rows_read, len(r.rows)) == (60, 60)  # a scan
+
+
+@pytest.mark.parametrize(
+    ("query", "read"),
+    [
+        ("SELECT id FROM account ORDER BY id DESC LIMIT 1", 1),  # the newest row: one read
+        ("SELECT id FROM account ORDER BY id LIMIT 3", 3),
+        ("SELECT id FROM account WHERE balance = 0 ORDER BY id DESC LIMIT 2", None),  # stops at the 2nd match
+        ("SELECT id FROM account ORDER BY id DESC LIMIT 0", 0),
+        ("SELECT id FROM account ORDER BY balance DESC LIMIT 1", 300),  # not the key: every row, then a sort
+        ("SELECT id FROM account WHERE id < 50 ORDER BY id DESC LIMIT 1", 49),  # an index serves the WHERE: it goes first
+    ],
+)
+def test_order_by_the_key_with_a_limit_walks_the_key(big: Database, query: str, read: int | None) -> None:
+    r = run_sql(big, query, OWNER)
+    with big.read() as v:  # the answer a sort of every row gives
+        rows = [(a.id, a.balance) for a in v.db.account.iter()]
+    desc = "DESC" in query.split("ORDER BY")[1]
+    where = (lambda a: a[1] == 0) if "balance = 0" in query else (lambda a: a[0] < 50) if "id < 50" in query else (lambda a: True)
+    key = (lambda a: a[1]) if "BY balance" in query else (lambda a: a[0])
+    limit = int(query.rsplit("LIMIT", 1)[1])
+    want = [a for a in sorted(filter(where, rows), key=key, reverse=desc)][:limit]
+    if "BY balance" not in query:  # ties in balance may come in either order
+        assert r.rows == [[a[0]] for a in want]
+    assert len(r.rows) == len(want)
+    if read is None:
+        last = want[-1][0]
+        read = sum(1 for a in rows if a[0] >= last)  # the walk from the top down to the 2nd match
+    assert r.rows_read == read
