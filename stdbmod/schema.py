@@ -266,6 +266,52 @@ class ReducerDef:
             "params": [{"name": n, "type": type_name(t), "required": d is inspect.Parameter.empty} for n, t, d in self.params],
         }
 
+    def signature(self) -> str:
+        """`name(a: int, b: str | None = None)`: the parameters as a caller passes them."""
+        return f"{self.name}({', '.join(param_text(n, t, d) for n, t, d in self.params)})"
+
+    def explain(self, error: msgspec.MsgspecError) -> str:
+        """An argument error in the caller's terms: the parameter by name (not msgspec's `$[0]`),
+        what is missing, or the signature when there are too many."""
+        text = str(error)
+        at = _AT.match(text)
+        if at and int(at["index"]) < len(self.params):
+            return f"{self.name}: argument {self.params[int(at['index'])][0]}{at['rest']}: {at['message']}"
+        few = _TOO_FEW.match(text)
+        if few:
+            missing = [n for n, _, d in self.params[int(few["got"]) :] if d is inspect.Parameter.empty]
+            return f"{self.name}: missing argument {', '.join(missing)}; it takes {self.signature()}"
+        if _TOO_MANY.match(text):
+            return f"{self.name}: too many arguments; it takes {self.signature()}"
+        return f"{self.name}: {text}"
+
+
+# msgspec's messages for an array-like Struct of arguments, which `explain` rewrites.
+_AT = re.compile(r"^(?P<message>.*) - at `\$\[(?P<index>\d+)\](?P<rest>.*)`$", re.S)
+_TOO_FEW = re.compile(r"^Expected `array` of at least length \d+, got (?P<got>\d+)$")
+_TOO_MANY = re.compile(r"^Expected `array` of at most length \d+")
+
+
+def shown_type(tp: Any) -> str:
+    """A parameter's or column's type as a reader writes it (`str | None`, None last)."""
+    parts = type_name(tp).split(" | ")
+    return " | ".join([p for p in parts if p != "None"] + [p for p in parts if p == "None"])
+
+
+def param_text(name: str, tp: Any, default: Any) -> str:
+    """`name: type` or `name: type = default`."""
+    if default is inspect.Parameter.empty:
+        return f"{name}: {shown_type(tp)}"
+    if isinstance(default, _FIELD):  # a default made per call (`_default_of`)
+        factory = default.default_factory
+        shown = f"{getattr(factory, '__name__', 'factory')}()"
+    else:
+        shown = repr(default)
+    return f"{name}: {shown_type(tp)} = {shown}"
+
+
+_FIELD = type(msgspec.field())
+
 
 def _spreading(func: Callable[..., Any], struct: type[msgspec.Struct]) -> Callable[..., Any]:
     def call(ctx: Any, *args: Any) -> Any:

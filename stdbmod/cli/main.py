@@ -19,6 +19,7 @@ from ..errors import ReducerFailed, SenderError, StdbError
 from .backup import backup_command
 from .call import call, tick
 from .dashboard_url import dashboard_url
+from .describe import describe
 from .identity import identity_group
 from .options import CommandError, FailedError
 from .publish import publish
@@ -100,7 +101,7 @@ def cli() -> None:
     owner-level tool: it may act as any identity with --as."""
 
 
-for command in (publish, call, tick, identity_group, sql, logs, log, verify, replay, tasks, backup_command, worker, dashboard_url):
+for command in (publish, describe, call, tick, identity_group, sql, logs, log, verify, replay, tasks, backup_command, worker, dashboard_url):
     cli.add_command(command)
 
 

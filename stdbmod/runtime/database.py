@@ -252,7 +252,8 @@ class Database:
         """The client-callable reducer `name` (lifecycle and scheduled ones are not)."""
         r = self.module.reducers.get(name)
         if r is None or not r.client_callable:
-            raise NoSuchReducer(f"no such reducer: {name}")
+            known = ", ".join(sorted(n for n, d in self.module.reducers.items() if d.client_callable)) or "none"
+            raise NoSuchReducer(f"no such reducer: {name} (the module's reducers: {known})")
         return r
 
     def _job(self, name: str, args: tuple[Any, ...], sender: Identity, connection_id: ConnectionId | None, decoded: Any = None) -> CallJob:
@@ -263,7 +264,7 @@ class Database:
             try:
                 decoded = codec.convert(list(args), r.args_type)
             except msgspec.ValidationError as e:
-                raise ArgumentError(f"{name}: {e}") from None
+                raise ArgumentError(r.explain(e)) from None
             except RecursionError:
                 raise ArgumentError(f"{name}: the arguments are nested too deeply") from None
         if not isinstance(sender, Identity):
@@ -300,7 +301,7 @@ class Database:
         try:
             decoded = r.json_decoder.decode(body)
         except msgspec.DecodeError as e:
-            raise ArgumentError(f"{reducer}: {e}") from None
+            raise ArgumentError(r.explain(e)) from None
         except RecursionError:  # msgspec's answer to JSON nested deeper than it can decode
             raise ArgumentError(f"{reducer}: the arguments are nested too deeply") from None
         return self._job(reducer, (), sender, connection_id, decoded)

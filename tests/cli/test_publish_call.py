@@ -80,10 +80,12 @@ def test_call_json_output(invoke: Invoke, bank_dir: str) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["nope"], "Error: no such reducer: nope"),
+        (["nope"], "Error: no such reducer: nope (the module's reducers: crash, open_account, schedule_interest, transfer)"),
         (["open_account", "abc"], "Error: argument 1 is not JSON: 'abc'"),
-        (["open_account", '"abc"'], "Error: open_account: Expected `int`, got `str` - at `$[0]`"),
-        (["open_account"], "Error: open_account: Expected `array` of at least length 1, got 0"),
+        (["open_account", '"abc"'], "Error: open_account: argument deposit: Expected `int`, got `str`"),
+        (["open_account"], "Error: open_account: missing argument deposit; it takes open_account(deposit: int)"),
+        (["transfer", "1"], "Error: transfer: missing argument amount; it takes transfer(to_id: int, amount: int)"),
+        (["transfer", "1", "2", "3"], "Error: transfer: too many arguments; it takes transfer(to_id: int, amount: int)"),
         (["pay_interest", "{}"], "Error: no such reducer: pay_interest"),
         (["init"], "Error: no such reducer: init"),
     ],
@@ -176,3 +178,36 @@ def test_identity_show_for_a_server_signs_with_its_key(invoke: Invoke, bank_dir:
     assert key.verify_token(for_server["token"]).identity.to_hex() == me["identity"]
     with pytest.raises(auth.InvalidToken):
         key.verify_token(me["token"])  # the CLI's own key is not the server's
+
+
+def test_describe_lists_the_reducers_with_their_parameters_and_the_tables(invoke: Invoke, bank_dir: str) -> None:
+    out = invoke("describe", "--data", bank_dir).stdout
+    assert "  open_account(deposit: int)" in out
+    assert "  transfer(to_id: int, amount: int)" in out
+    assert "  schedule_interest(percent: int, every_seconds: int, once: bool)" in out
+    assert "pay_interest (scheduled)" in out and "init (init)" in out  # named, but not as callable
+    assert "  account (public): id, owner, balance" in out
+
+    one = invoke("describe", "--data", bank_dir, "transfer").stdout.splitlines()
+    assert one[0] == "transfer(to_id: int, amount: int)"
+    assert "  to_id: int  (required)" in one and "  amount: int  (required)" in one
+
+    described = as_json(invoke("describe", "--data", bank_dir, "--json"))
+    by_name = {r["name"]: r for r in described["reducers"]}
+    assert by_name["transfer"]["params"] == [{"name": "to_id", "type": "int", "required": True}, {"name": "amount", "type": "int", "required": True}]
+    assert by_name["transfer"]["signature"] == "transfer(to_id: int, amount: int)"
+    assert {t["name"] for t in described["tables"]} >= {"account"}
+
+    r = invoke("describe", "--data", bank_dir, "tranfser", code=2)
+    assert r.stderr.strip() == "Error: no such reducer: tranfser (the module's reducers: crash, open_account, schedule_interest, transfer)"
+
+
+def test_describe_shows_defaults_and_wraps_between_parameters(invoke: Invoke, retry_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    out = invoke("describe", "--data", retry_dir).stdout
+    assert all(len(line) <= 80 for line in out.splitlines() if not line.startswith("not callable"))
+    assert "  fail(task_id: int, error: str, attempt: int | None = None)" in out
+    enqueue = out[out.index("  enqueue(") : out.index("  enqueue_many(")]
+    assert " ".join(enqueue.split()).startswith("enqueue(job_type: str, queue: str | None = None, payload: Any = None,")
+    assert all(line.startswith("      ") for line in enqueue.splitlines()[1:])  # broken between parameters only
+    assert "lease_seconds:\n" not in out

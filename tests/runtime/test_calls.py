@@ -132,7 +132,12 @@ def test_failed_calls_write_no_commit_record(db: Database) -> None:
 
 @pytest.mark.parametrize(
     "args, message",
-    [((), "at least length 1"), (("a", 1, 2), "at most length 2"), ((5,), "Expected `str`"), (("a", "x"), "Expected `int`")],
+    [
+        ((), r"^add: missing argument text; it takes add\(text: str, times: int = 1\)$"),
+        (("a", 1, 2), r"^add: too many arguments; it takes add\(text: str, times: int = 1\)$"),
+        ((5,), r"^add: argument text: Expected `str`, got `int`$"),
+        (("a", "x"), r"^add: argument times: Expected `int`, got `str`$"),
+    ],
 )
 def test_wrong_arguments_are_clear_errors(db: Database, args: tuple[Any, ...], message: str) -> None:
     with pytest.raises(ArgumentError, match=message):
