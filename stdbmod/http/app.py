@@ -18,7 +18,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
@@ -93,6 +93,7 @@ def create_app(
         errors.HttpError: errors.on_http_error,
         HTTPException: errors.on_starlette_error,
         StdbError: errors.on_stdb_error,
+        ClientDisconnect: errors.on_client_gone,
         Exception: errors.on_unexpected,
     }
     routes = [
@@ -102,6 +103,9 @@ def create_app(
         *extras.routes(),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers, middleware=extras.middleware(routes))
+    # Starlette answers a path that differs by a trailing slash with a 307 to a URL built from the
+    # client's Host header; a path no route has is a 404 here, never a redirect elsewhere.
+    app.router.redirect_slashes = False
     app.state.extras = extras
     app.state.metrics_app = extras.metrics_app(exception_handlers=handlers)
     return app

@@ -55,6 +55,13 @@ async def on_stdb_error(request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, str(exc) or type(exc).__name__)
 
 
+async def on_client_gone(request: Request, exc: Exception) -> Response:
+    """The client closed the connection before its body was whole (inputs.read_body): nobody
+    reads an answer and nothing was done, so one log line, not an unhandled exception."""
+    log.warning("client disconnected before sending the whole body: %s %s", request.method, request.url.path)
+    return error_response(400, "the client disconnected before sending the whole body")
+
+
 async def on_unexpected(request: Request, exc: Exception) -> Response:
     # Starlette's ServerErrorMiddleware logs the traceback; the client learns nothing more.
     return error_response(500, "internal server error")

@@ -40,7 +40,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # counted under ("_other", "_other"), so a runaway producer cannot make the scrape unbounded.
 MAX_PAIRS = 1000
 OTHER = ("_other", "_other")
-_CONVERTER = re.compile(r"{(\w+):\w+}")  # /jobs/{job_id:int} -> /jobs/{job_id}
+_CONVERTER = re.compile(r"{(\w+):\w+}")  # /jobs/{job_id:id} -> /jobs/{job_id}
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 CALL_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)

@@ -88,7 +88,7 @@ def _query_parameters(typ: Any) -> list[dict[str, Any]]:
 def _path(e: Endpoint) -> tuple[str, list[dict[str, Any]]]:
     params = []
     for name, conv in _PARAM.findall(e.path):
-        schema = {"type": "integer", "minimum": 0} if conv == "int" else _PATH_SCHEMAS.get(name, {"type": "string", "minLength": 1})
+        schema = {"type": "integer", "minimum": 0, "maximum": 2**64 - 1} if conv == "id" else _PATH_SCHEMAS.get(name, {"type": "string", "minLength": 1})
         params.append({"name": name, "in": "path", "required": True, "schema": schema})
     return _PARAM.sub(r"{\1}", e.path), params
 

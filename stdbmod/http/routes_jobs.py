@@ -24,7 +24,7 @@ from . import inputs, render, wire
 from .context import ServerContext
 from .errors import HttpError
 from .render import json_response
-from .routing import Endpoint
+from .routing import JOB_ID, Endpoint
 
 PREFIX = "/api:job-retry"
 MAX_ID = 2**63 - 1
@@ -167,7 +167,7 @@ async def history(ctx: ServerContext, request: Request) -> Response:
 
 
 _J = PREFIX + "/jobs"
-_ID = _J + "/{job_id:int}"
+_ID = _J + "/" + JOB_ID
 _WORKER = (400, 403, 404, 409, 413)
 
 ENDPOINTS = [
@@ -193,9 +193,9 @@ ENDPOINTS = [
              response=wire.Job, body=wire.CancelBody, errors=_WORKER),
     Endpoint("GET", PREFIX + "/dlq", dead_letter, "List the dead-letter tier (admin)", "jobs", "admin",
              response=wire.JobPage, query=wire.DlqQuery, errors=(400, 403)),
-    Endpoint("POST", PREFIX + "/dlq/{job_id:int}/requeue", requeue, "Requeue a dead job, attempts reset (admin)", "jobs", "admin",
+    Endpoint("POST", PREFIX + "/dlq/" + JOB_ID + "/requeue", requeue, "Requeue a dead job, attempts reset (admin)", "jobs", "admin",
              response=wire.Job, body=wire.NoBody, errors=_WORKER),
-    Endpoint("DELETE", PREFIX + "/dlq/{job_id:int}", delete_dead, "Delete a dead job (admin)", "jobs", "admin", response=wire.Deleted, errors=(403, 404, 409)),
+    Endpoint("DELETE", PREFIX + "/dlq/" + JOB_ID, delete_dead, "Delete a dead job (admin)", "jobs", "admin", response=wire.Deleted, errors=(403, 404, 409)),
     Endpoint("GET", PREFIX + "/history", history, "The attempt history, newest first (admin)", "jobs", "admin",
              response=wire.History, query=wire.HistoryQuery, errors=(400, 403)),
 ]

@@ -10,12 +10,34 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from .context import ServerContext
+
+
+class IdConvertor(Convertor[int]):
+    """``{job_id:id}``: a row id in a path, up to 20 digits (any 64-bit unsigned integer).
+
+    Starlette's ``int`` matches any run of digits and converts it while routing, where Python's
+    integer-string limit (4,300 digits) raised a ValueError: a 500 and a traceback for any
+    caller, with or without a token. A longer run here matches no route: a 404 before any
+    handler or authentication runs."""
+
+    regex = "[0-9]{1,20}"
+
+    def convert(self, value: str) -> int:
+        return int(value)
+
+    def to_string(self, value: int) -> str:
+        return str(int(value))
+
+
+register_url_convertor("id", IdConvertor())  # Starlette's registry is global; registering twice is harmless
+JOB_ID = "{job_id:id}"  # a job's id in a route's path
 
 Handler = Callable[[ServerContext, Request], Awaitable[Response]]
 Access = Literal["public", "identity", "worker", "admin", "owner"]
@@ -24,7 +46,7 @@ Access = Literal["public", "identity", "worker", "admin", "owner"]
 @dataclass(frozen=True)
 class Endpoint:
     method: str
-    path: str  # Starlette syntax: {job_id:int}
+    path: str  # Starlette syntax: {job_id:id} (IdConvertor)
     handler: Handler
     summary: str
     tag: str

@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from ...errors import StdbError
 from ...types import Identity
+from ..routing import JOB_ID
 from .sessions import PATH
 from .web import form, local_path, redirect
 
@@ -39,7 +40,7 @@ class Actions:
         self.site = site
 
     def routes(self) -> list[tuple[str, Handler, list[str]]]:
-        job = "/jobs/{job_id:int}"
+        job = "/jobs/" + JOB_ID
         table: list[tuple[str, str, Args, str]] = [
             (job + "/requeue", "requeue", _job, "Job {0} is queued again, attempts reset."),
             (job + "/delete", "delete_task", _job, "Job {0} is deleted."),

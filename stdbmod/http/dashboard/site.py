@@ -28,6 +28,7 @@ from ..errors import HttpError
 from ..metrics_access import is_admin_now
 from ..metrics_feed import Feed
 from ..metrics_tasks import Counts
+from ..routing import JOB_ID
 from . import reads
 from .actions import Actions
 from .live import LiveFeed, serve_socket
@@ -58,7 +59,7 @@ class Dashboard:
             ("", self.overview, get),
             ("/", self.overview, get),
             ("/jobs", self.jobs, get),
-            ("/jobs/{job_id:int}", self.job, get),
+            ("/jobs/" + JOB_ID, self.job, get),
             ("/dead", self.dead, get),
             ("/roles", self.roles, get),
             ("/live", self.live, get),
