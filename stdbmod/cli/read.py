@@ -29,10 +29,10 @@ def sql(data: str, module: str | None, query: str, as_: str | None, as_json: boo
     DELETE, each one transaction in the commit log.
 
     Private tables answer only the database owner and those the module admits (see --as)."""
-    from ..runtime.sql import execute  # sqlglot is slow to import; only this command needs it
+    from ..runtime.sql import execute, reads_only  # sqlglot is slow to import; only this command needs it
 
     who = caller(as_)
-    with open_database(data, module) as (db, _):
+    with open_database(data, module, readonly=reads_only(query)) as (db, _):
         results = execute(db, query, who)
     if as_json:
         print_json([r.as_dicts() if r.columns else _counts(r) for r in results] if len(results) != 1 else
@@ -75,7 +75,7 @@ def _emit(lines: list[LogLine], as_json: bool) -> None:
 def logs(data: str, module: str | None, num: int | None, follow: bool, interval: float, as_json: bool) -> None:
     """The database log: failed calls, tracebacks, module log lines (--json: one object a line)."""
     try:
-        with open_database(data, module) as (db, _):
+        with open_database(data, module, readonly=True) as (db, _):
             lines = db.logs(last=num)
             _emit(lines, as_json)
             if not follow:
@@ -143,7 +143,7 @@ def _changes_text(rec: CommitRecord) -> str:
 @json_option
 def log(data: str, module: str | None, start: int, limit: int | None, as_json: bool) -> None:
     """The commit log: one record per committed transaction, with its row changes."""
-    with open_database(data, module) as (db, _):
+    with open_database(data, module, readonly=True) as (db, _):
         records = db.commit_log(start, limit)
         if as_json:
             print_json([record_json(db, r) for r in records])

@@ -84,7 +84,7 @@ def verify(data: str, module: str | None, as_json: bool) -> None:
     module_for(data, module)  # a missing directory or module is said before anything is read
     report = VerifyReport(lmdb_problems=[] if place.is_url(data) else check_lmdb(data))  # PostgreSQL checks its own pages
     if not report.lmdb_problems:
-        with open_database(data, module) as (db, _):
+        with open_database(data, module, readonly=True) as (db, _):
             replay_check(db, report)
     if as_json:
         print_json(

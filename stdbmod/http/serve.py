@@ -31,6 +31,7 @@ from ..local.modspec import RETRY_SPEC, LoadedModule, ModuleSpecError, canonical
 from ..local.publish import publish
 from ..local.tokens import SigningKey, load_or_create_key
 from ..runtime import Database
+from ..storage import private
 from ..types import Identity
 from . import inputs
 from . import metrics_port as metrics_port_
@@ -162,7 +163,7 @@ def serve(
                 raise ServeError(f"--metrics-port {metrics_port}: {e}") from None
         try:
             if isinstance(path, Path):
-                path.mkdir(parents=True, exist_ok=True)
+                private.make_dir(path)
         except OSError as e:
             raise ServeError(f"cannot use {path}: {e.strerror}") from None
         loaded = resolve_module(path, module_path)

@@ -77,13 +77,14 @@ def keep_in_step(data: str | os.PathLike[str], db: Database, spec: str) -> bool:
 
 
 @contextlib.contextmanager
-def open_database(data: str, module: str | None = None) -> Iterator[tuple[Database, LoadedModule]]:
+def open_database(data: str, module: str | None = None, *, readonly: bool = False) -> Iterator[tuple[Database, LoadedModule]]:
     """Open the database at `data` with its recorded module, or `module` (which is then recorded,
-    see `keep_in_step`); closed on exit."""
+    see `keep_in_step`, unless `readonly`: a command that only reads opens it so, and works on
+    read-only media); closed on exit."""
     loaded = module_for(data, module)
-    db = Database.open(data, loaded.module)
+    db = Database.open(data, loaded.module, readonly=True) if readonly and not place.is_url(data) else Database.open(data, loaded.module)
     try:
-        if module:
+        if module and not readonly:
             keep_in_step(data, db, module)
         yield db, loaded
     finally:

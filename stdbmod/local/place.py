@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..storage import private
 from ..storage.postgres_url import files_at, is_url, redact
 
 __all__ = ["is_url", "read_file", "write_file", "remove_file", "describe", "holds_storage", "exists", "show"]
@@ -28,15 +29,15 @@ def read_file(data: str | os.PathLike[str], name: str) -> bytes | None:
 
 
 def write_file(data: str | os.PathLike[str], name: str, body: bytes, *, secret: bool = False, replace: bool = True) -> bool:
-    """Store a file of the place (a secret: mode 0600 in a directory); False if it exists and
-    `replace` is off."""
+    """Store a file of the place (in a directory: mode 0600, as every file there; `secret`
+    matters to a database's rows); False if it exists and `replace` is off."""
     if is_url(data):
         return _files(str(data)).put(name, body, replace=replace)  # type: ignore[no-any-return]
     p = Path(data) / name
     if not replace and p.exists():
         return False
     tmp = p.with_name(p.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if secret else 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, private.FILE_MODE)
     with os.fdopen(fd, "wb") as f:
         f.write(body)
         f.flush()

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..errors import CallError
 from ..runtime import Database
+from ..storage import private
 from ..types import Identity
 from . import identity, place
 from .datadir import CONFIG_NAME, DataDirConfig, read_config, write_config
@@ -85,7 +86,7 @@ def publish(
     existed = path.is_dir()
     before = set(os.listdir(path)) if existed else set()
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        private.make_dir(path)
         key = key or load_or_create_key(path)
         token_file: Path | None = None
         if owner is None:

@@ -27,6 +27,7 @@ import jwt
 import msgspec
 
 from ..errors import StdbError
+from ..storage import private
 from ..types import Identity
 from . import place
 
@@ -185,7 +186,7 @@ def load_or_create_key(data_dir: str | os.PathLike[str], *, issuer: str = LOCAL_
     if place.is_url(data_dir):
         return _key_in_database(str(data_dir), issuer, issuers)
     path = Path(data_dir) / KEY_FILE
-    os.makedirs(data_dir, exist_ok=True)
+    private.make_dir(data_dir)
     if not path.exists():
         try:
             write_secret_file(path, secrets.token_hex(SECRET_BYTES) + "\n")

@@ -33,7 +33,7 @@ def backup_directory(data_dir: str | os.PathLike[str], dest: str | os.PathLike[s
     if not os.path.isfile(os.path.join(source, "data.mdb")):
         raise DatabaseNotFound(f"no database at {source}")
     target = check_target(dest)
-    storage = LmdbStorage(source)
+    storage = LmdbStorage(source, readonly=True)  # the source may be on read-only media
     try:
         storage.copy_to(target, compact=True)
     finally:

@@ -202,7 +202,10 @@ class Database:
     def open(
         cls, where: str | os.PathLike[str] | Storage, module: Module, *, clock: Clock | None = None, **storage_options: Any
     ) -> Database:
-        """Open an existing database. Its stored schema must be compatible with `module`'s."""
+        """Open an existing database. Its stored schema must be compatible with `module`'s.
+        `readonly=True` (a storage option) opens it for reading only: nothing is written, so a
+        module whose schema differs from the stored one is used without storing it, unless it
+        needs an index rebuilt or a table the database lacks (refused)."""
         module.finalize()
         if not isinstance(where, Storage) and not is_url(where) and not os.path.exists(os.path.join(os.fspath(where), "data.mdb")):
             raise DatabaseNotFound(f"no database at {os.fspath(where)}")
@@ -218,7 +221,10 @@ class Database:
             storage.ensure_spaces(_spaces_of(module))
             if new_schema != meta.schema:
                 meta = msgspec.structs.replace(meta, schema=new_schema)
-                _store_schema(storage, module, meta, index_changes)
+                if not storage.readonly:
+                    _store_schema(storage, module, meta, index_changes)
+                elif index_changes:
+                    raise StorageError("opened read-only, but the module needs indexes rebuilt: open it writable once")
             return cls(storage, module, meta, clock or SystemClock())
         except BaseException:
             storage.close()

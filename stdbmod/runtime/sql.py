@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+from sqlglot import exp
 
 from ..errors import PermissionDenied
 from ..schema import IndexDef, TableDef
@@ -33,11 +34,11 @@ from .context import ContextFactory
 from .database import Database
 from .jobs import Job
 from .sql_plan import Bound, Delete, Insert, Plan, Rows, Select, Update, Values, parse_query, parse_subscription, plan_all
-from .sql_text import SqlError
+from .sql_text import SqlError, statements
 from .tables import DbView, Range, TableHandle
 from .transaction import Transaction
 
-__all__ = ["SqlError", "SqlResult", "execute", "run_sql", "parse_query", "parse_subscription", "select", "check_readable", "SqlJob"]
+__all__ = ["SqlError", "SqlResult", "execute", "reads_only", "run_sql", "parse_query", "parse_subscription", "select", "check_readable", "SqlJob"]
 
 _astuple = msgspec.structs.astuple
 _msgpack = msgspec.msgpack.Encoder()
@@ -59,6 +60,15 @@ class SqlResult:
 
     def as_dicts(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, r)) for r in self.rows]
+
+
+def reads_only(text: str) -> bool:
+    """Whether `text` changes nothing: its statements are all SELECTs (or it is refused before
+    anything runs), so the database may be opened read-only for it."""
+    try:
+        return all(isinstance(s, exp.Select) for s in statements(text))
+    except SqlError:
+        return True
 
 
 # --- who may run what ----------------------------------------------------------------------------

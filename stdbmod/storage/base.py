@@ -85,6 +85,8 @@ class WriteTxn(ReadTxn):
 class Storage(ABC):
     """A store of named spaces. Open spaces with `ensure_spaces` before using them in a write."""
 
+    readonly = False  # opened for reading only: `begin_write` and `ensure_spaces` of a new space fail
+
     @abstractmethod
     def ensure_spaces(self, names: Iterable[str]) -> None:
         """Create the named spaces that do not exist yet (commits on its own)."""

@@ -4,6 +4,7 @@ grows when full. Opened with LMDB's full durability unless `durable=False` is as
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 from collections.abc import Iterable, Iterator
@@ -12,6 +13,7 @@ from typing import Any
 import lmdb
 
 from ..errors import DatabaseAlreadyOpen, KeyTooLarge, StorageError, StoragePanic
+from . import private
 from .base import ReadTxn, Storage, StorageFull, WriteTxn
 
 _open_lock = threading.Lock()
@@ -88,6 +90,9 @@ class _ReadGate:
 
 
 GROW_WAIT = 60.0  # how long growing the map waits for open read transactions to end
+# A file system with less room than this after a short write is full: LMDB writes at most 64
+# pages per call, and an overflow page (a big value) at once, so a cut write leaves less behind.
+FULL_BELOW = 1 << 20
 
 
 class _LmdbRead(ReadTxn):
@@ -235,7 +240,7 @@ class _LmdbWrite(_LmdbRead, WriteTxn):
         try:
             txn.commit()
         except lmdb.Error as e:
-            err = _translate(e)
+            err = self._s._explain(e)
             # A failed write of the meta page leaves the environment in MDB_PANIC, yet the
             # commit itself reports a plain I/O error: only the next begin() would say so.
             if isinstance(err, StorageError) and not isinstance(err, StoragePanic) and self._s.panicked():
@@ -252,18 +257,27 @@ class _LmdbWrite(_LmdbRead, WriteTxn):
 
 
 class LmdbStorage(Storage):
-    """LMDB at `path` (a directory). `durable=False` skips fsync (benchmarks, scratch copies)."""
+    """LMDB at `path` (a directory). `durable=False` skips fsync (benchmarks, scratch copies).
+    `readonly=True` opens an existing database for reading only (no file is created or written,
+    so it works on read-only media); a write transaction is then refused."""
 
-    def __init__(self, path: str, *, map_size: int = DEFAULT_MAP_SIZE, durable: bool = True, max_spaces: int = 0) -> None:
+    def __init__(
+        self, path: str, *, map_size: int = DEFAULT_MAP_SIZE, durable: bool = True, max_spaces: int = 0, readonly: bool = False
+    ) -> None:
         """`max_spaces`: how many spaces the caller will ensure (more are made room for by
         reopening the environment, see `ensure_spaces`)."""
-        os.makedirs(path, exist_ok=True)
         self.path = path
+        self.readonly = readonly
         self._durable = durable
         self._max_dbs = max(MIN_SPACES, 2 * max_spaces)
         data_file = os.path.join(path, "data.mdb")
-        if not os.path.exists(data_file):
-            open(data_file, "ab").close()
+        if readonly:
+            if not os.path.isfile(data_file):
+                raise StorageError(f"no database at {path} (no data.mdb to open read-only)")
+        else:
+            private.make_dir(path)
+            if not os.path.exists(data_file):
+                os.close(os.open(data_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, private.FILE_MODE))
         st = os.stat(data_file)
         self._ident = (st.st_dev, st.st_ino)
         with _open_lock:
@@ -291,15 +305,22 @@ class LmdbStorage(Storage):
                 sync=self._durable,
                 metasync=self._durable,
                 lib_version=0,
-                lock=True,
+                lock=True,  # on read-only media LMDB itself goes without the lock file
+                readonly=self.readonly,
+                mode=private.FILE_MODE,  # lock.mdb (and data.mdb, were it missing)
             )
-            self._env.reader_check()
+            if not self.readonly:
+                self._env.reader_check()
 
     def _open_existing(self) -> None:
         with _translated(), self._env.begin() as txn:
             names = [bytes(k).decode() for k, _ in txn.cursor()]
         self._make_room(len(names))
-        if names:
+        if names and self.readonly:
+            with _translated():  # py-lmdb opens each in a read transaction of its own
+                for name in names:
+                    self._dbs[name] = self._env.open_db(name.encode(), create=False)
+        elif names:
             with _translated(), self._env.begin(write=True) as txn:
                 for name in names:
                     self._dbs[name] = self._env.open_db(name.encode(), txn=txn, create=False)
@@ -321,6 +342,8 @@ class LmdbStorage(Storage):
         missing = [n for n in names if n not in self._dbs]
         if not missing:
             return
+        if self.readonly:
+            raise StorageError(f"the database at {self.path} lacks {', '.join(missing)}, and was opened read-only")
         if len(self._dbs) + len(missing) > self._max_dbs:
             existing = list(self._dbs)
             self._make_room(len(existing) + len(missing))
@@ -359,10 +382,29 @@ class LmdbStorage(Storage):
             self._env.set_mapsize(0)
 
     def begin_write(self) -> WriteTxn:
+        if self.readonly:
+            raise StorageError(f"the database at {self.path} was opened read-only")
         try:
             return _LmdbWrite(self, self._env.begin(write=True, buffers=False))
         except lmdb.Error as e:
             raise _translate(e) from e
+
+    def _explain(self, e: lmdb.Error) -> Exception:
+        """`_translate` for a failed commit. LMDB reports a short write as EIO ("Input/output
+        error"), and on a disk that fills up a write is cut short: said as what it is when the
+        file system has no room left for another write."""
+        code = getattr(e, "code", None)
+        if code == errno.ENOSPC or (code == errno.EIO and self._disk_full()):
+            return StorageError(f"no space left on device: LMDB could not write {os.path.join(self.path, 'data.mdb')} ({e})")
+        return _translate(e)
+
+    def _disk_full(self) -> bool:
+        try:
+            st = os.statvfs(self.path)
+        except OSError:
+            return False
+        free = st.f_bfree if os.geteuid() == 0 else st.f_bavail  # root may use the reserved blocks
+        return free * st.f_frsize < FULL_BELOW
 
     def panicked(self) -> bool:
         """Whether the environment is in MDB_PANIC (every transaction would fail)."""
@@ -384,18 +426,20 @@ class LmdbStorage(Storage):
 
     def copy_to(self, path: str, compact: bool = True) -> None:
         """A consistent copy (one read transaction: writers carry on) into the directory `path`."""
-        os.makedirs(path, exist_ok=True)
+        private.make_dir(path)
+        copy = os.path.join(path, "data.mdb")
         for attempt in range(3):
             self._gate.enter()  # the copy reads the map inside its own read transaction
             try:
                 with _translated():
                     self._env.copy(path, compact=compact)
+                os.chmod(copy, private.FILE_MODE)  # LMDB creates it 0666 less the umask
                 return
             except StorageError as e:
                 if not isinstance(e.__cause__, lmdb.MapResizedError) or attempt == 2:
                     raise
                 with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(path, "data.mdb"))
+                    os.remove(copy)
             finally:
                 self._gate.leave()
             self._adopt_map_size()
