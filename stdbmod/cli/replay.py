@@ -6,8 +6,8 @@ import dataclasses
 
 import click
 
-from ..scenarios import Report, load, run
-from .options import FailedError, json_option
+from ..scenarios import Report, check, load, run
+from .options import CommandError, FailedError, json_option
 from .render import print_json
 
 _MARK = {"ok": ("ok  ", "green"), "failed": ("FAIL", "red"), "skipped": ("skip", "yellow")}
@@ -23,6 +23,8 @@ def _print_report(report: Report, quiet: bool) -> None:
         line = f"  {click.style(mark, fg=color)} {s.index:3} {s.label}"
         if s.detail:
             line += f" — {s.detail}"
+        if s.status == "failed" and s.line:
+            line += f" ({report.source}:{s.line})"
         click.echo(line)
 
 
@@ -33,8 +35,12 @@ def _print_report(report: Report, quiet: bool) -> None:
 def replay(scenarios: tuple[str, ...], quiet: bool, as_json: bool) -> None:
     """Run scenario files (TOML or JSON): each in a fresh database under a manual clock.
 
-    Exit 1 if an expectation failed, 2 if a file is not a valid scenario."""
+    Exit 1 if an expectation failed, 2 if a file is not a valid scenario or names a reducer or
+    table its module does not have (every file is checked before any runs)."""
     loaded = [load(path) for path in scenarios]  # every file must parse before anything runs
+    problems = [problem for s in loaded for problem in check(s)]  # and name what its module has
+    if problems:
+        raise CommandError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     reports = [run(s) for s in loaded]
     failed = [r for r in reports if not r.passed]
     if as_json:

@@ -7,7 +7,7 @@
 
 from ..local.modspec import LoadedModule, ModuleSpecError, load_module
 from .format import Scenario, ScenarioFormatError, decode, load
-from .runner import Report, StepResult, identity_of, run
+from .runner import Report, StepResult, check, identity_of, run
 
 __all__ = [
     "Scenario",
@@ -15,6 +15,7 @@ __all__ = [
     "decode",
     "load",
     "run",
+    "check",
     "Report",
     "StepResult",
     "identity_of",

@@ -31,10 +31,11 @@ class StepFailed(Exception):
 
 @dataclass
 class StepResult:
-    index: int
+    index: int  # from 1, as the file's steps are counted; 0: before the first step
     label: str
     status: Literal["ok", "failed", "skipped"]
     detail: str = ""
+    line: int | None = None  # the step's line in the file, when known
 
 
 @dataclass
@@ -49,10 +50,11 @@ class Report:
 
     @property
     def failure(self) -> str | None:
-        """The first failure, as "step N (label): what was expected, what was found"."""
+        """The first failure, as "step N, line L (label): what was expected, what was found"."""
         for s in self.steps:
             if s.status == "failed":
-                return f"step {s.index} ({s.label}): {s.detail}"
+                line = f", line {s.line}" if s.line else ""
+                return f"step {s.index}{line} ({s.label}): {s.detail}"
         return None
 
     def counts(self) -> dict[str, int]:
@@ -75,13 +77,52 @@ def _load(spec: str) -> LoadedModule:
     return load_module(spec)
 
 
+def names_problems(scenario: f.Scenario, loaded: LoadedModule) -> list[tuple[int, str]]:
+    """The reducers and tables the steps name that the module does not have: (step, problem)."""
+    module = loaded.module
+    try:
+        module.finalize()  # marks the scheduled reducers, which no client calls
+    except StdbError:
+        return []  # publishing it fails, and says why
+    reducers = sorted(n for n, r in module.reducers.items() if r.client_callable)
+    problems: list[tuple[int, str]] = []
+    for i, step in enumerate(scenario.steps, 1):
+        # (a call that expects an error may name a reducer no client can call, to show it refused)
+        if isinstance(step, f.Call) and step.expect_error is None and step.reducer not in reducers:
+            problems.append((i, f"no reducer {step.reducer!r} in module {module.name} (its reducers: {', '.join(reducers)})"))
+        if isinstance(step, (f.ExpectRows, f.ExpectCount)) and step.table not in module.tables:
+            problems.append((i, f"no table {step.table!r} in module {module.name} (its tables: {', '.join(sorted(module.tables))})"))
+    return problems
+
+
+def check(scenario: f.Scenario) -> list[str]:
+    """What `run` would refuse before running a step, as `FILE:LINE: step N: problem`; nothing
+    when the module does not load (`run` reports that)."""
+    try:
+        loaded = _load(scenario.module)
+    except Exception:
+        return []
+    return [f"{scenario.where(i)}: {problem}" for i, problem in names_problems(scenario, loaded)]
+
+
+def _line(scenario: f.Scenario, index: int) -> int | None:
+    return scenario.step_lines[index - 1] if 0 < index <= len(scenario.step_lines) else None
+
+
 def run(scenario: f.Scenario) -> Report:
-    """Run every step of `scenario` against a new database; the report says how each went."""
+    """Run every step of `scenario` against a new database; the report says how each went.
+    Steps naming a reducer or table the module lacks fail before any step runs."""
     report = Report(scenario.name, scenario.source)
     try:
         loaded = _load(scenario.module)
     except Exception as e:
         report.steps.append(StepResult(0, f"load module {scenario.module}", "failed", f"{type(e).__name__}: {e}"))
+        return report
+    problems = dict(names_problems(scenario, loaded))
+    if problems:
+        for i, step in enumerate(scenario.steps, 1):
+            status: Literal["failed", "skipped"] = "failed" if i in problems else "skipped"
+            report.steps.append(StepResult(i, step_label(step), status, problems.get(i, ""), _line(scenario, i)))
         return report
     names = ["owner", *[n for n in scenario.identities if n != "owner"]]
     identities = {n: identity_of(n) for n in names}
@@ -125,10 +166,10 @@ class _Run:
                 if problems:
                     raise StepFailed("; ".join(problems))
             except StepFailed as e:
-                self.report.steps.append(StepResult(i, label, "failed", str(e)))
-                self.report.steps.extend(StepResult(j, step_label(s), "skipped") for j, s in enumerate(steps[i:], i + 1))
+                self.report.steps.append(StepResult(i, label, "failed", str(e), _line(self.s, i)))
+                self.report.steps.extend(StepResult(j, step_label(s), "skipped", line=_line(self.s, j)) for j, s in enumerate(steps[i:], i + 1))
                 return
-            self.report.steps.append(StepResult(i, label, "ok", detail))
+            self.report.steps.append(StepResult(i, label, "ok", detail, _line(self.s, i)))
 
     def step(self, step: f.Step) -> str:
         handler: Callable[[Any], str] = getattr(self, "do_" + type(step).__name__.lower())

@@ -39,7 +39,7 @@ def test_replay_a_failing_scenario_exits_1(invoke: Invoke, tmp_path: Path) -> No
     reports = as_json(invoke("replay", str(bad), "--json", code=1))
     assert reports[0]["passed"] is False
     assert reports[0]["failure"] == (
-        "step 2 (expect rows of account (exact)): expected a row {balance=6} in account, found [{balance=5}]"
+        "step 2, line 9 (expect rows of account (exact)): expected a row {balance=6} in account, found [{balance=5}]"
         " (closest: balance: expected 6, found 5)"
     )
     quiet = invoke("replay", "-q", str(SCENARIOS / "bank.toml"), str(bad), code=1).stdout
@@ -50,7 +50,7 @@ def test_replay_an_invalid_file_exits_2(invoke: Invoke, tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "x"\nsteps = [{ do = "teleport" }]\n')
     r = invoke("replay", str(bad), code=2)
-    assert r.stderr.startswith(f"Error: {bad}: Invalid value 'teleport'")
+    assert r.stderr.startswith(f"Error: {bad}:2: step 1: Invalid value 'teleport'; `do` is one of call, advance,")
     r = invoke("replay", str(tmp_path / "missing.toml"), code=2)
     assert "No such file or directory" in r.stderr
 

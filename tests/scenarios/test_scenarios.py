@@ -6,7 +6,9 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from click.testing import CliRunner
 
+from stdbmod.cli import cli
 from stdbmod.scenarios import Report, Scenario, ScenarioFormatError, decode, load, run
 from stdbmod.scenarios import format as f
 
@@ -98,7 +100,7 @@ def test_a_wrong_task_expectation_names_step_expected_and_found() -> None:
     report = _run('[[steps]]\ndo = "expect_task"\nid = 1\nstatus = "dead"\nrun_after = "$now+31"\n')
     assert not report.passed
     failure = report.failure or ""
-    assert failure.startswith("step 4 (expect task 1):")
+    assert failure.startswith("step 4, line 19 (expect task 1):")  # counted from 1; the line of its [[steps]]
     assert "status: expected 'dead', found 'queued'" in failure
     assert "run_after: expected 2026-01-01T00:00:31Z, found 2026-01-01T00:00:30Z" in failure
 
@@ -187,7 +189,7 @@ def test_handlers_are_restored_after_a_run() -> None:
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ('name = "x"\nsteps = [{ do = "fly" }]\n', "Invalid value 'fly'"),
+        ('name = "x"\nsteps = [{ do = "fly" }]\n', "Invalid value 'fly'; `do` is one of call, advance, run_due, script,"),
         ('name = "x"\nsteps = [{ do = "advance", seconds = 1, minutes = 2 }]\n', "unknown field `minutes`"),
         ('name = "x"\nsteps = [{ do = "call", reducer = "r", as = "carol" }]\n', "step 1: `as = 'carol'` is not one of the identities"),
         ('name = "x"\nidentities = ["now"]\nsteps = []\n', "identity name 'now'"),
@@ -199,7 +201,7 @@ def test_handlers_are_restored_after_a_run() -> None:
 def test_bad_files_are_refused_with_the_file_name(text: str, problem: str) -> None:
     with pytest.raises(ScenarioFormatError) as e:
         decode(text.encode(), fmt="toml", source="bad.toml")
-    assert str(e.value).startswith("bad.toml: ")
+    assert str(e.value).startswith("bad.toml")
     assert problem in str(e.value)
 
 
@@ -249,3 +251,64 @@ def test_expect_history_reads_as_an_admin() -> None:
         '[[steps]]\ndo = "expect_history"\nas = "alice"\ncount = 1\n'
     )
     assert granted.passed, granted.failure
+
+
+BAD_STEPS = """name = "x"
+
+[[steps]]
+do = "advance"
+seconds = 1
+
+[[steps]]
+do = "expect_rows"
+table = "task"
+rows = []
+match = "exactly"
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (BAD_STEPS, "bad.toml:11: step 2 (expect_rows): `match`: Invalid enum value 'exactly'; it is one of 'exact', 'subset'"),
+        (BAD_STEPS.replace('match = "exactly"', "colour = 1"), "bad.toml:11: step 2 (expect_rows): Object contains unknown field `colour` (it takes"),
+        (BAD_STEPS.replace('do = "expect_rows"', 'do = "expect_row"'), "bad.toml:8: step 2: Invalid value 'expect_row'; `do` is one of call, advance,"),
+        (BAD_STEPS.replace("rows = []", "rows = 3").replace('"exactly"', '"exact"'), "bad.toml:10: step 2 (expect_rows): `rows`: Expected `array`, got `int`"),
+        (BAD_STEPS.replace("seconds = 1", "seconds = -1").replace('"exactly"', '"exact"'), "bad.toml:3: step 1: the clock does not go backwards"),
+        (
+            'name = "x"\nsteps = [\n  { do = "advance", seconds = 1 },\n'
+            '  { do = "script", job_type = "a", outcomes = [{ outcome = "succeed" }, { outcome = "boom" }] },\n]\n',
+            "bad.toml:4: step 2 (script): `outcomes #2 outcome`: Invalid enum value 'boom'; it is one of 'succeed', 'fail', 'raise', 'give_up'",
+        ),
+    ],
+)
+def test_format_errors_count_steps_from_1_with_the_line_and_the_valid_values(text: str, message: str) -> None:
+    with pytest.raises(ScenarioFormatError) as e:
+        decode(text.encode(), fmt="toml", source="bad.toml")
+    assert str(e.value).startswith(message), str(e.value)
+
+
+def test_json_format_errors_name_the_step_and_its_line() -> None:
+    text = '{"name": "x", "steps": [\n {"do": "advance", "seconds": 1},\n {"do": "run_due", "expect_fired": "two"}]}'
+    with pytest.raises(ScenarioFormatError) as e:
+        decode(text.encode(), fmt="json", source="bad.json")
+    assert str(e.value) == "bad.json:3: step 2 (run_due): `expect_fired`: Expected `int | null`, got `str`"
+
+
+def test_unknown_reducers_and_tables_fail_before_any_step_runs(tmp_path: Path) -> None:
+    text = BASE + '\n[[steps]]\ndo = "call"\nreducer = "sumbit"\nargs = ["email"]\n\n[[steps]]\ndo = "expect_count"\ntable = "tasks"\ncount = 1\n'
+    report = run(decode(text.encode(), fmt="toml", source="inline.toml"))
+    assert [s.status for s in report.steps] == ["skipped", "skipped", "skipped", "failed", "failed"]  # nothing ran
+    assert report.failure == (
+        "step 4, line 20 (call sumbit as owner): no reducer 'sumbit' in module retry (its reducers: add_admin, cancel, claim, claim_many,"
+        " complete, complete_many, delete_task, enqueue, enqueue_many, fail, grant_worker, heartbeat, remove_admin, requeue, revoke_worker,"
+        " set_default_lease, set_history_cap, submit)"
+    )
+    assert "no table 'tasks' in module retry (its tables: attempt," in report.steps[4].detail
+
+    path = tmp_path / "typo.toml"
+    path.write_text(text)
+    good = SCENARIOS / "demo.toml"
+    r = CliRunner().invoke(cli, ["replay", str(good), str(path)])
+    assert r.exit_code == 2 and r.stderr.startswith(f"Error: {path}:20: step 4: no reducer 'sumbit'"), r.stderr
+    assert "passed" not in r.stdout  # checked before the good file ran
