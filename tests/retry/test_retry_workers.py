@@ -187,3 +187,38 @@ def test_attempts_count_claims(db: Database, clock: ManualClock) -> None:
         db.call("fail", t.id, "x", sender=WORKER)
     assert db.call("claim", sender=WORKER).attempts == 4
     assert db.call("complete", t.id, sender=WORKER).attempts == 4
+
+
+def test_the_last_claim_and_the_last_error_stay_after_fail_complete_and_requeue(db: Database, clock: ManualClock) -> None:
+    """Seed 000 is silent on these columns after an attempt ends; docs/http.md states our choice:
+    `claimed_by` / `claimed_at` describe the latest claim, `last_error` the latest failure, and
+    neither is cleared by a fail, a completion or a requeue (the lease fields are what say a job
+    is held now)."""
+    t = db.call("enqueue", "j", None, None, 2, 30, sender=WORKER)
+    first = clock.now()
+    db.call("claim", "default", "w1", sender=WORKER)
+    failed = db.call("fail", t.id, "boom", sender=WORKER)
+    assert (failed.status, failed.claimed_by, failed.claimed_at, failed.last_error) == (TaskStatus.QUEUED, "w1", first, "boom")
+    assert (failed.lease_holder, failed.lease_expires_at) == (None, None)
+
+    clock.advance(30)
+    second = clock.now()
+    running = db.call("claim", "default", "w2", sender=WORKER2)
+    assert (running.claimed_by, running.claimed_at, running.last_error) == ("w2", second, "boom")
+    done = db.call("complete", t.id, {"ok": True}, sender=WORKER2)
+    assert (done.status, done.claimed_by, done.claimed_at, done.last_error) == (TaskStatus.COMPLETED, "w2", second, "boom")
+
+    d = db.call("enqueue", "j", None, None, 1, sender=WORKER)
+    db.call("claim", "default", "w3", sender=WORKER)
+    dead = db.call("fail", d.id, "gone", sender=WORKER)
+    assert (dead.status, dead.dead_reason) == (TaskStatus.DEAD, DeadReason.EXHAUSTED)
+    again = db.call("requeue", d.id, sender=ADMIN)
+    assert (again.status, again.attempts, again.claimed_by, again.claimed_at, again.last_error) == (TaskStatus.QUEUED, 0, "w3", second, "gone")
+
+
+def test_a_claim_without_a_queue_takes_any_queue(db: Database, clock: ManualClock) -> None:
+    """The seed's claim body has `queue?`; absent, the claim serves every queue (docs/http.md)."""
+    other = db.call("enqueue", "j", "emails", sender=WORKER)
+    clock.advance(1)
+    db.call("enqueue", "j", sender=WORKER)
+    assert db.call("claim", sender=WORKER).id == other.id  # the oldest ready of any queue, not of `default`
