@@ -75,7 +75,7 @@ def _page(page: Any, as_json: bool, title: str) -> None:
 
 @click.group(short_help="The task-retry module for admins.")
 def tasks() -> None:
-    """The task-retry module for admins: list, show, dead-letter tier, requeue, delete, history."""
+    """The task-retry module for admins: list, show, dead-letter tier, requeue, run now, delete, history."""
 
 
 @tasks.command(name="list")
@@ -131,6 +131,20 @@ def requeue(data: str, module: str | None, as_: str | None, as_json: bool, task_
         print_json(task)
     else:
         print_record(task, title=f"task {task_id} requeued")
+
+
+@tasks.command(name="run-now")
+@common
+@click.argument("task_id", type=click.IntRange(min=0))
+def run_now(data: str, module: str | None, as_: str | None, as_json: bool, task_id: int) -> None:
+    """Make a queued task (scheduled later, or backing off) due now."""
+    with _db(data, module, as_) as (db, who, _):
+        task = db.call("run_now", task_id, sender=who)
+        db.run_due()
+    if as_json:
+        print_json(task)
+    else:
+        print_record(task, title=f"task {task_id} due now")
 
 
 @tasks.command()

@@ -137,8 +137,19 @@ def complete_many(items: Sequence[Completion]) -> Call[list[Job]]:
     return Call("POST", JOBS + "/complete_many", lambda c: _jobs(c).jobs, {"jobs": [msgspec.to_builtins(i) for i in items]})
 
 
-def fail(job_id: int, error: str, attempt: int | None) -> Call[Job]:
-    return Call("POST", f"{JOBS}/{job_id}/fail", _job, {"error": error, **_options(attempt=attempt)})
+def fail(job_id: int, error: str, attempt: int | None, retry: bool = True, retry_in_seconds: int | None = None) -> Call[Job]:
+    body = {"error": error, **_options(attempt=attempt, retry_in_seconds=retry_in_seconds)}
+    if not retry:
+        body["retry"] = False
+    return Call("POST", f"{JOBS}/{job_id}/fail", _job, body)
+
+
+def snooze(job_id: int, seconds: int, attempt: int | None) -> Call[Job]:
+    return Call("POST", f"{JOBS}/{job_id}/snooze", _job, {"seconds": seconds, **_options(attempt=attempt)})
+
+
+def run_now(job_id: int) -> Call[Job]:
+    return Call("POST", f"{JOBS}/{job_id}/run_now", _job, {})
 
 
 def heartbeat(job_id: int, lease_seconds: int | None, attempt: int | None) -> Call[Job]:

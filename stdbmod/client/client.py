@@ -115,10 +115,20 @@ class Client:
     def complete_many(self, items: Sequence[Completion]) -> list[Job]:
         return self.send(calls.complete_many(items))
 
-    def fail(self, job: JobRef, error: str, *, attempt: int | None = None) -> Job:
-        """Report a failure: queued again with backoff, or dead when it was the last attempt."""
+    def fail(self, job: JobRef, error: str, *, attempt: int | None = None, retry: bool = True, retry_in_seconds: int | None = None) -> Job:
+        """Report a failure: queued again with backoff (or in `retry_in_seconds`), or dead when it
+        was the last attempt; `retry=False` sends it to the dead-letter tier at once (discarded)."""
         job_id, attempt = _ref(job, attempt)
-        return self.send(calls.fail(job_id, error, attempt))
+        return self.send(calls.fail(job_id, error, attempt, retry, retry_in_seconds))
+
+    def snooze(self, job: JobRef, seconds: int, *, attempt: int | None = None) -> Job:
+        """Give the job back to run in `seconds`, without spending the attempt."""
+        job_id, attempt = _ref(job, attempt)
+        return self.send(calls.snooze(job_id, seconds, attempt))
+
+    def run_now(self, job_id: int) -> Job:
+        """A queued job (scheduled later, or backing off) due now (admin)."""
+        return self.send(calls.run_now(job_id))
 
     def heartbeat(self, job: JobRef, *, lease_seconds: int | None = None, attempt: int | None = None) -> Job:
         """Extend the lease: it now ends `lease_seconds` (default: the server's) from now."""
@@ -264,9 +274,16 @@ class AsyncClient:
     async def complete_many(self, items: Sequence[Completion]) -> list[Job]:
         return await self.send(calls.complete_many(items))
 
-    async def fail(self, job: JobRef, error: str, *, attempt: int | None = None) -> Job:
+    async def fail(self, job: JobRef, error: str, *, attempt: int | None = None, retry: bool = True, retry_in_seconds: int | None = None) -> Job:
         job_id, attempt = _ref(job, attempt)
-        return await self.send(calls.fail(job_id, error, attempt))
+        return await self.send(calls.fail(job_id, error, attempt, retry, retry_in_seconds))
+
+    async def snooze(self, job: JobRef, seconds: int, *, attempt: int | None = None) -> Job:
+        job_id, attempt = _ref(job, attempt)
+        return await self.send(calls.snooze(job_id, seconds, attempt))
+
+    async def run_now(self, job_id: int) -> Job:
+        return await self.send(calls.run_now(job_id))
 
     async def heartbeat(self, job: JobRef, *, lease_seconds: int | None = None, attempt: int | None = None) -> Job:
         job_id, attempt = _ref(job, attempt)

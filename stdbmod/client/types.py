@@ -48,6 +48,12 @@ class Job(msgspec.Struct, frozen=True):
     lease_holder: str | None = None
     idempotency_key: str | None = None
     finished_at: Millis | None = None
+    snoozes: int = 0
+    max_backoff_seconds: int | None = None
+    backoff_jitter: float = 0.0
+    error_fingerprint: str | None = None
+    triage_hold: bool = False
+    recurring_id: int | None = None
 
 
 class JobPage(msgspec.Struct, frozen=True):
@@ -111,6 +117,8 @@ class NewJob(msgspec.Struct, omit_defaults=True, frozen=True):
     run_after: RunAfter | None = None
     priority: int | None = None
     idempotency_key: str | None = None
+    max_backoff_seconds: int | None = None  # a cap on the backoff delay
+    backoff_jitter: float | None = None  # 0 to 1: the delay drawn from [d * (1 - jitter), d]
 
     def body(self) -> dict[str, Any]:
         out: dict[str, Any] = msgspec.to_builtins(self)

@@ -72,6 +72,12 @@ def job(task: Any) -> wire.Job:
         lease_holder=_text(task.lease_holder),
         idempotency_key=task.idempotency_key,
         finished_at=millis(task.finished_at),
+        snoozes=task.snoozes,
+        max_backoff_seconds=task.max_backoff_seconds,
+        backoff_jitter=task.backoff_jitter,
+        error_fingerprint=task.error_fingerprint,
+        triage_hold=task.triage_hold,
+        recurring_id=task.recurring_id,
     )
 
 

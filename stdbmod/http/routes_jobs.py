@@ -132,7 +132,7 @@ def _job_action(reducer: str, body_type: Any, *fields: str) -> Callable[[ServerC
 
 
 complete = _job_action("complete", wire.CompleteBody, "result", "attempt")
-fail = _job_action("fail", wire.FailBody, "error", "attempt")
+fail = _job_action("fail", wire.FailBody, "error", "attempt", "retry", "retry_in_seconds")
 
 
 async def dead_letter(ctx: ServerContext, request: Request) -> Response:
@@ -150,6 +150,8 @@ requeue = _job_action("requeue", wire.NoBody)
 
 heartbeat = _job_action("heartbeat", wire.HeartbeatBody, "lease_seconds", "attempt")
 cancel = _job_action("cancel", wire.CancelBody, "reason")
+snooze = _job_action("snooze", wire.SnoozeBody, "seconds", "attempt")
+run_now = _job_action("run_now", wire.NoBody)
 
 
 async def delete_dead(ctx: ServerContext, request: Request) -> Response:
@@ -185,8 +187,12 @@ ENDPOINTS = [
     Endpoint("GET", _ID, get_job, "One job (admin or worker)", "jobs", "worker", response=wire.Job, errors=(403, 404)),
     Endpoint("POST", _ID + "/complete", complete, "Report success (lease holder only)", "jobs", "worker",
              response=wire.Job, body=wire.CompleteBody, errors=_WORKER),
-    Endpoint("POST", _ID + "/fail", fail, "Report a failure: back to queued with backoff, or dead when exhausted (lease holder only)", "jobs", "worker",
+    Endpoint("POST", _ID + "/fail", fail, "Report a failure: retried after backoff or retry_in_seconds; dead if exhausted or retry is false", "jobs", "worker",
              response=wire.Job, body=wire.FailBody, body_required=True, errors=_WORKER),
+    Endpoint("POST", _ID + "/snooze", snooze, "Give the job back to run in `seconds`, without spending the attempt (lease holder only)", "jobs", "worker",
+             response=wire.Job, body=wire.SnoozeBody, body_required=True, errors=_WORKER),
+    Endpoint("POST", _ID + "/run_now", run_now, "Make a queued (scheduled or backing-off) job due now (admin)", "jobs", "admin",
+             response=wire.Job, body=wire.NoBody, errors=_WORKER),
     Endpoint("POST", _ID + "/heartbeat", heartbeat, "Extend the lease (lease holder only)", "jobs", "worker",
              response=wire.Job, body=wire.HeartbeatBody, errors=_WORKER),
     Endpoint("POST", _ID + "/cancel", cancel, "Cancel a queued job: it goes to the dead-letter tier (admin)", "jobs", "admin",

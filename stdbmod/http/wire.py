@@ -39,6 +39,8 @@ class EnqueueBody(msgspec.Struct, forbid_unknown_fields=True):
     run_after: EpochMillis | Annotated[str, Meta(max_length=64, description="RFC 3339 time", extra_json_schema={"format": "date-time"})] | None = None
     priority: Annotated[int, Meta(ge=-limits.PRIORITY_LIMIT, le=limits.PRIORITY_LIMIT)] = 0
     idempotency_key: Name | None = None
+    max_backoff_seconds: Annotated[int, Meta(ge=0, le=limits.MAX_BACKOFF_SECONDS)] | None = None
+    backoff_jitter: Annotated[float, Meta(ge=0.0, le=1.0)] = 0.0
 
 
 class ClaimBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -80,6 +82,13 @@ class CompleteManyBody(msgspec.Struct, forbid_unknown_fields=True):
 
 class FailBody(msgspec.Struct, forbid_unknown_fields=True):
     error: Text
+    attempt: Attempt | None = None
+    retry: bool = True  # false: dead at once (discarded)
+    retry_in_seconds: Annotated[int, Meta(ge=0, le=limits.MAX_SNOOZE_SECONDS)] | None = None
+
+
+class SnoozeBody(msgspec.Struct, forbid_unknown_fields=True):
+    seconds: Annotated[int, Meta(ge=0, le=limits.MAX_SNOOZE_SECONDS)]
     attempt: Attempt | None = None
 
 
@@ -151,6 +160,12 @@ class Job(msgspec.Struct):
     lease_holder: str | None
     idempotency_key: str | None
     finished_at: Millis | None
+    snoozes: int
+    max_backoff_seconds: int | None
+    backoff_jitter: float
+    error_fingerprint: str | None
+    triage_hold: bool
+    recurring_id: int | None
 
 
 class Claim(msgspec.Struct, omit_defaults=True):

@@ -10,7 +10,7 @@ import threading
 from typing import Any
 
 from . import queries
-from .errors import GiveUp, InvalidArgument, InvalidTransition, NotAuthorized, RetryableError, StaleLease, TaskNotFound
+from .errors import GiveUp, InvalidArgument, InvalidTransition, NotAuthorized, RetryableError, RetryIn, Snooze, StaleLease, TaskNotFound
 from .handlers import Handler, HandlerContext
 from .limits import backoff_delay
 from .queries import Page, is_admin, is_worker
@@ -57,6 +57,8 @@ __all__ = [
     "HandlerContext",
     "GiveUp",
     "RetryableError",
+    "RetryIn",
+    "Snooze",
     "NotAuthorized",
     "TaskNotFound",
     "InvalidTransition",

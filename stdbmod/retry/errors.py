@@ -53,3 +53,23 @@ class RetryableError(StdbError):
 class GiveUp(StdbError):
     """Raised by a handler: the task can never succeed (its arguments are invalid). The task goes
     to dead/gave_up at once; the writes the handler made before raising are kept."""
+
+
+class RetryIn(StdbError):
+    """Raised by a handler: this attempt failed, and the next one is due in `seconds` (instead of
+    the backoff). It is a failed attempt like `RetryableError`: the writes are rolled back, and a
+    task out of attempts is dead/exhausted all the same."""
+
+    def __init__(self, seconds: int, message: str = "") -> None:
+        super().__init__(message or f"retry in {seconds} s")
+        self.seconds = seconds
+
+
+class Snooze(StdbError):
+    """Raised by a handler: not now, run again in `seconds`. The attempt is given back (it does
+    not count against max_attempts) and the handler's writes are rolled back. A task may snooze
+    `MAX_SNOOZES` times (limits.py); past that a snooze spends the attempt like a failure."""
+
+    def __init__(self, seconds: int, message: str = "") -> None:
+        super().__init__(message or f"snoozed for {seconds} s")
+        self.seconds = seconds

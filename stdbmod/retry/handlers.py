@@ -2,8 +2,8 @@
 
 An attempt runs inside the scheduled reducer fired by the task's `attempt_timer` row, so its
 bookkeeping and the handler's writes share one transaction. The handler itself runs in a
-savepoint: a return or `GiveUp` keeps its writes, `RetryableError` or any other exception rolls
-them back while the attempt is still recorded.
+savepoint: a return or `GiveUp` keeps its writes; `RetryableError`, `RetryIn`, `Snooze` or any
+other exception rolls them back while the attempt is still recorded (a snooze gives it back).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import msgspec
 from ..runtime import ReducerContext
 from ..types import Identity, Timestamp
 from . import transitions
-from .errors import GiveUp, RetryableError
-from .limits import unstorable
+from .errors import GiveUp, RetryableError, RetryIn, Snooze
+from .limits import MAX_SNOOZE_SECONDS, unstorable
 from .tables import AttemptTimer, Outcome, Task, TaskStatus
 
 HANDLER_WORKER = "handler"
@@ -94,6 +94,8 @@ def run_handler_attempt(ctx: ReducerContext, handlers: Mapping[str, Handler], ti
     running = transitions.start_attempt(ctx, task)
     error: str | None = None
     gave_up: str | None = None
+    retry_in: int | None = None
+    snooze: int | None = None
     result: Any = None
     try:
         with ctx.savepoint():
@@ -106,6 +108,10 @@ def run_handler_attempt(ctx: ReducerContext, handlers: Mapping[str, Handler], ti
                 gave_up = str(e) or "gave up"
     except RetryableError as e:
         error = str(e) or type(e).__name__
+    except RetryIn as e:
+        error, retry_in = str(e), _seconds(e.seconds)
+    except Snooze as e:
+        snooze = _seconds(e.seconds)
     except Exception:
         error = traceback.format_exc()
     current: Task | None = ctx.db.task.id.find(running.id)
@@ -113,7 +119,19 @@ def run_handler_attempt(ctx: ReducerContext, handlers: Mapping[str, Handler], ti
         return
     if gave_up is not None:
         transitions.fail(ctx, handlers, current, gave_up, Outcome.GAVE_UP, HANDLER_WORKER)
+    elif snooze is not None:
+        transitions.snooze(ctx, handlers, current, snooze, HANDLER_WORKER)
     elif error is not None:
-        transitions.fail(ctx, handlers, current, error, Outcome.FAILED, HANDLER_WORKER)
+        transitions.fail(ctx, handlers, current, error, Outcome.FAILED, HANDLER_WORKER, retry_in=retry_in)
     else:
         transitions.succeed(ctx, current, result, HANDLER_WORKER)
+
+
+def _seconds(value: Any) -> int:
+    """A handler's RetryIn / Snooze delay as whole seconds within the bound (a bad value is
+    the handler's bug: clamped, not a crash of the attempt's bookkeeping)."""
+    try:
+        seconds = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return min(max(seconds, 0), MAX_SNOOZE_SECONDS)

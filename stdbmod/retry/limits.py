@@ -8,6 +8,7 @@ Names that end up in index keys (job type, queue, idempotency key) are bounded w
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sized
 
 import msgspec
@@ -33,17 +34,41 @@ MAX_PER_PAGE = 200  # tasks per page of a list (HTTP, CLI and Python alike)
 MAX_HISTORY_READ = 1000  # attempt rows one HTTP request or CLI command reads (Python: up to the cap)
 MAX_ERROR_CHARS = 16_000  # longer errors (tracebacks) are stored cut, with a marker
 MAX_REPORT_CHARS = 10_000  # the longest error or cancel reason an HTTP request may carry
+# failure policy (docs/retry.md, "Failure policy")
+MAX_SNOOZES = 100  # snoozes a task may take before a snooze spends its attempt like a failure
+MAX_SNOOZE_SECONDS = MAX_RETRY_DELAY_SECONDS  # also the longest retry_in_seconds
 
 
-def backoff_delay(backoff_seconds: int, failures: int) -> TimeDuration:
+def backoff_delay(
+    backoff_seconds: int, failures: int, max_backoff_seconds: int | None = None, jitter: float = 0.0, rng: random.Random | None = None
+) -> TimeDuration:
     """The wait after the `failures`-th failed attempt: backoff_seconds * 2**(failures - 1),
-    capped at MAX_RETRY_DELAY_SECONDS so that a large max_attempts cannot overflow time."""
+    capped at MAX_RETRY_DELAY_SECONDS so that a large max_attempts cannot overflow time.
+
+    The task's backoff options (docs/retry.md, "Backoff options"): `max_backoff_seconds` caps
+    the delay; `jitter` (0 to 1) then draws it uniformly from [delay * (1 - jitter), delay] with
+    `rng` (a reducer's ctx.rng, so a replay draws the same). Jitter only ever shortens the wait:
+    the cap, and seed 000's table, stay upper bounds. With neither option the formula is seed
+    000's exactly (and nothing is drawn)."""
     exponent = max(failures - 1, 0)
     if exponent > 40:  # 2**40 s exceeds any cap; avoid building a huge integer
         seconds = MAX_RETRY_DELAY_SECONDS if backoff_seconds else 0
     else:
         seconds = min(backoff_seconds * 2**exponent, MAX_RETRY_DELAY_SECONDS)
-    return TimeDuration(seconds * 1_000_000)
+    if max_backoff_seconds is not None:
+        seconds = min(seconds, max_backoff_seconds)
+    micros = seconds * 1_000_000
+    if jitter > 0 and micros > 0:
+        if rng is None:
+            raise ValueError("jitter needs the reducer's rng")
+        micros -= int(micros * jitter * rng.random())
+    return TimeDuration(micros)
+
+
+def check_fraction(what: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise InvalidArgument(f"{what} must be a number from 0 to 1, got {value!r}")
+    return float(value)
 
 
 def check_name(what: str, value: str) -> str:

@@ -1,9 +1,9 @@
 """Every reducer of the task-retry module, on one page.
 
     lifecycle and scheduled   retry_init, run_attempt, sweep_leases, reap_lease
-    workers (or admins)       enqueue, claim, heartbeat, complete, fail (seed 000's routes)
+    workers (or admins)       enqueue, claim, heartbeat, complete, fail (seed 000's routes), snooze
     batches                   enqueue_many, claim_many, complete_many
-    admins                    submit, requeue, delete_task, cancel, add_admin, remove_admin,
+    admins                    submit, requeue, run_now, delete_task, cancel, add_admin, remove_admin,
                               grant_worker, revoke_worker, set_history_cap, set_default_lease
 
 Each checks its caller inside its transaction first (roles.py) and refuses with NotAuthorized,
@@ -31,7 +31,7 @@ from . import transitions
 from .claim import next_claimable
 from .errors import InvalidArgument, InvalidTransition, StaleLease, TaskNotFound
 from .handlers import run_handler_attempt
-from .limits import MAX_BATCH, MAX_HISTORY_CAP, MAX_LEASE_SECONDS, check_batch, check_int, check_name
+from .limits import MAX_BATCH, MAX_HISTORY_CAP, MAX_LEASE_SECONDS, MAX_SNOOZE_SECONDS, check_batch, check_int, check_name
 from .roles import require_admin, require_worker
 from .tables import (
     DEFAULT_HISTORY_CAP,
@@ -157,11 +157,28 @@ def declare_reducers(mod: Module, handlers: Handlers) -> None:
         return transitions.succeed(ctx, task, result, task.claimed_by or ctx.sender.to_hex())
 
     @mod.reducer
-    def fail(ctx: ReducerContext, task_id: int, error: str, attempt: int | None = None) -> Task:
-        """A failed attempt: retried after backoff, or dead when it was the last one."""
+    def fail(
+        ctx: ReducerContext, task_id: int, error: str, attempt: int | None = None, retry: bool = True, retry_in_seconds: int | None = None
+    ) -> Task:
+        """A failed attempt: retried after backoff (or after `retry_in_seconds`), or dead when it
+        was the last one. `retry=False`: dead at once (discarded), whatever attempts are left."""
         require_worker(ctx, "fail")
+        if retry_in_seconds is not None:
+            check_int("retry_in_seconds", retry_in_seconds, 0, MAX_SNOOZE_SECONDS)
+            if not retry:
+                raise InvalidArgument("retry_in_seconds with retry false: a discarded task is not retried")
         task = held_task(ctx, task_id, "fail", attempt)
-        return transitions.fail(ctx, handlers, task, error, Outcome.FAILED, task.claimed_by or ctx.sender.to_hex())
+        outcome = Outcome.FAILED if retry else Outcome.DISCARDED
+        return transitions.fail(ctx, handlers, task, error, outcome, task.claimed_by or ctx.sender.to_hex(), retry_in=retry_in_seconds)
+
+    @mod.reducer
+    def snooze(ctx: ReducerContext, task_id: int, seconds: int, attempt: int | None = None) -> Task:
+        """Give the running task back, to run again in `seconds`: the attempt does not count
+        (bounded: MAX_SNOOZES free snoozes per task, then a snooze spends the attempt)."""
+        require_worker(ctx, "snooze")
+        check_int("seconds", seconds, 0, MAX_SNOOZE_SECONDS)
+        task = held_task(ctx, task_id, "snooze", attempt)
+        return transitions.snooze(ctx, handlers, task, seconds, task.claimed_by or ctx.sender.to_hex())
 
     # --- batches: many tasks in one transaction ---------------------------------------------------
 
@@ -224,6 +241,12 @@ def declare_reducers(mod: Module, handlers: Handlers) -> None:
         """A dead task back to queued, due now, attempts reset."""
         require_admin(ctx, "requeue")
         return transitions.requeue(ctx, handlers, find_task(ctx, task_id))
+
+    @mod.reducer
+    def run_now(ctx: ReducerContext, task_id: int) -> Task:
+        """A queued task (scheduled later, or backing off) due now (admin)."""
+        require_admin(ctx, "run_now")
+        return transitions.run_now(ctx, find_task(ctx, task_id))
 
     @mod.reducer
     def delete_task(ctx: ReducerContext, task_id: int) -> None:

@@ -66,12 +66,16 @@ class RetryModule:
         run_after: Timestamp | None = None,
         priority: int = 0,
         idempotency_key: str | None = None,
+        max_backoff_seconds: int | None = None,
+        backoff_jitter: float = 0.0,
     ) -> Task:
         """Add a task inside the calling reducer's transaction (no role check: the calling
         module decides who may do this). It exists only if that reducer commits. The options
         are `NewTask`'s, named here for editors."""
         rctx = ctx.reducer_context if isinstance(ctx, HandlerContext) else ctx
-        task = NewTask(job_type, queue, payload, max_attempts, backoff_seconds, run_after, priority, idempotency_key)
+        task = NewTask(
+            job_type, queue, payload, max_attempts, backoff_seconds, run_after, priority, idempotency_key, max_backoff_seconds, backoff_jitter
+        )
         return transitions.create_task(rctx, self.handlers, transitions.checked(task))
 
     def __repr__(self) -> str:

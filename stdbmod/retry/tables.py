@@ -176,6 +176,9 @@ class NewTask(msgspec.Struct, forbid_unknown_fields=True):
     run_after: Timestamp | None = None
     priority: int = 0
     idempotency_key: str | None = None
+    # appended (issue 17): backoff options; None / 0.0 keep seed 000's formula exactly
+    max_backoff_seconds: int | None = None
+    backoff_jitter: float = 0.0
 
 
 class Completion(msgspec.Struct, forbid_unknown_fields=True):

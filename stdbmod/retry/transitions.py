@@ -3,8 +3,12 @@ alike by worker reducers, admin reducers, the in-module attempt runner and the l
 
     queued --claim / handler run--> running --complete / return--> completed
     running --fail, attempts < max--> queued (run_after = now + backoff * 2**(attempts-1))
-    running --fail at max / GiveUp--> dead (exhausted / gave_up)
+    running --fail at max / GiveUp / fail retry=false--> dead (exhausted / gave_up / discarded)
+    running --snooze--> queued (run_after = now + seconds, the attempt given back)
+    queued --run_now--> queued, due now
     queued --cancel--> dead (cancelled);  dead --requeue--> queued (attempts reset)
+
+A task entering dead gets the fingerprint of its error (`died`), the dead-letter triage's key.
 """
 
 from __future__ import annotations
@@ -18,14 +22,17 @@ import msgspec
 from ..runtime import Range, ReducerContext
 from ..types import At, TimeDuration, Timestamp
 from .errors import InvalidArgument, InvalidTransition
+from .fingerprint import fingerprint
 from .limits import (
     DEFAULT_BACKOFF_SECONDS,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_QUEUE,
     MAX_ATTEMPTS_LIMIT,
     MAX_BACKOFF_SECONDS,
+    MAX_SNOOZES,
     PRIORITY_LIMIT,
     backoff_delay,
+    check_fraction,
     check_int,
     check_name,
     clip_error,
@@ -56,6 +63,10 @@ def checked(task: NewTask) -> NewTask:
         run_after=task.run_after,
         priority=check_int("priority", task.priority, -PRIORITY_LIMIT, PRIORITY_LIMIT),
         idempotency_key=None if task.idempotency_key is None else check_name("idempotency_key", task.idempotency_key),
+        max_backoff_seconds=None
+        if task.max_backoff_seconds is None
+        else check_int("max_backoff_seconds", task.max_backoff_seconds, 0, MAX_BACKOFF_SECONDS),
+        backoff_jitter=check_fraction("backoff_jitter", task.backoff_jitter),
     )
 
 
@@ -143,6 +154,8 @@ def create_task(ctx: ReducerContext, handlers: Handlers, spec: NewTask) -> Task:
             in_module=in_module,
             run_after=spec.run_after or now,
             idempotency_key=spec.idempotency_key,
+            max_backoff_seconds=spec.max_backoff_seconds,
+            backoff_jitter=spec.backoff_jitter,
         )
     )
     if in_module:
@@ -225,24 +238,45 @@ def succeed(ctx: ReducerContext, task: Task, result: Any, worker: str) -> Task:
     return done
 
 
-def fail(ctx: ReducerContext, handlers: Handlers, task: Task, error: str, outcome: Outcome, worker: str) -> Task:
-    """A failed attempt: back to queued with backoff, or dead when given up or out of attempts."""
+def fail(
+    ctx: ReducerContext, handlers: Handlers, task: Task, error: str, outcome: Outcome, worker: str, *, retry_in: int | None = None
+) -> Task:
+    """A failed attempt: back to queued with backoff (or after `retry_in` seconds, when the
+    worker or handler said so), or dead when given up, discarded (`retry: false`) or out of
+    attempts."""
     error = clip_error(error)
     _record(ctx, task, outcome, error, worker)
     now = ctx.timestamp
     after = _replace(task, last_error=error, lease_holder=None, lease_expires_at=None, updated_at=now)
     if outcome is Outcome.GAVE_UP:
-        after = _replace(after, status=TaskStatus.DEAD, dead_reason=DeadReason.GAVE_UP, finished_at=now)
+        after = died(after, DeadReason.GAVE_UP, now)
+    elif outcome is Outcome.DISCARDED:
+        after = died(after, DeadReason.DISCARDED, now)
     elif task.attempts >= task.max_attempts:
-        after = _replace(after, status=TaskStatus.DEAD, dead_reason=DeadReason.EXHAUSTED, finished_at=now)
+        after = died(after, DeadReason.EXHAUSTED, now)
     else:
-        run_after = now + backoff_delay(task.backoff_seconds, task.attempts)
-        after = _replace(after, status=TaskStatus.QUEUED, run_after=run_after, in_module=task.job_type in handlers)
+        if retry_in is not None:
+            delay = TimeDuration.from_seconds(retry_in)
+        elif task.backoff_jitter > 0:
+            delay = backoff_delay(task.backoff_seconds, task.attempts, task.max_backoff_seconds, task.backoff_jitter, ctx.rng)
+        else:
+            delay = backoff_delay(task.backoff_seconds, task.attempts, task.max_backoff_seconds)
+        after = _replace(after, status=TaskStatus.QUEUED, run_after=now + delay, in_module=task.job_type in handlers)
     ctx.db.task.id.update(after)
     disarm(ctx, task)
     if after.status is TaskStatus.QUEUED and after.in_module:
         arm_attempt(ctx, after)
     return after
+
+
+def died(task: Task, reason: DeadReason, now: Timestamp) -> Task:
+    """`task` (its last_error set) as it enters the dead-letter tier: the fingerprint of its
+    error groups it there. A task that a bulk requeue sent back under a fingerprint (and still
+    carries it) and dies again with the same one is held (`triage_hold`): bulk requeues pass it
+    by until an admin acts on it again, so a retry-all never loops (docs/operations.md)."""
+    fp = fingerprint(task.last_error)
+    hold = task.error_fingerprint == fp and reason is not DeadReason.CANCELLED
+    return _replace(task, status=TaskStatus.DEAD, dead_reason=reason, finished_at=now, error_fingerprint=fp, triage_hold=hold)
 
 
 # --- admin transitions ---------------------------------------------------------------------------
@@ -259,11 +293,15 @@ def requeue(ctx: ReducerContext, handlers: Handlers, task: Task) -> Task:
         dead_reason=None,
         finished_at=None,
         attempts=0,
+        snoozes=0,
         run_after=now,
         in_module=task.job_type in handlers,
         lease_holder=None,
         lease_expires_at=None,
         updated_at=now,
+        # an admin's own requeue: nothing marks it as bulk-requeued, so its next death holds nothing
+        error_fingerprint=None,
+        triage_hold=False,
     )
     ctx.db.task.id.update(fresh)
     if fresh.in_module:
@@ -275,9 +313,10 @@ def cancel(ctx: ReducerContext, task: Task, reason: str | None) -> Task:
     if task.status is not TaskStatus.QUEUED:
         raise InvalidTransition(f"task {task.id} is {task.status.value}; only a queued task can be cancelled")
     now = ctx.timestamp
-    dead = _replace(task, status=TaskStatus.DEAD, dead_reason=DeadReason.CANCELLED, finished_at=now, updated_at=now)
+    dead = _replace(task, updated_at=now)
     if reason is not None:
         dead = _replace(dead, last_error=clip_error(reason))
+    dead = died(dead, DeadReason.CANCELLED, now)
     ctx.db.task.id.update(dead)
     disarm(ctx, task)
     return dead
@@ -288,3 +327,50 @@ def delete(ctx: ReducerContext, task: Task) -> None:
         raise InvalidTransition(f"task {task.id} is {task.status.value}; only a dead task can be deleted")
     ctx.db.task.delete(task)
     disarm(ctx, task)
+
+
+# --- failure policy (issue 17): snooze, run now ---------------------------------------------------
+
+
+def snooze(ctx: ReducerContext, handlers: Handlers, task: Task, seconds: int, worker: str) -> Task:
+    """running -> queued at now + seconds, the attempt given back (attempts goes down by one,
+    snoozes up by one; history outcome `snoozed`). Past MAX_SNOOZES a snooze is no longer free:
+    it is a failed attempt retried in `seconds` (or dead/exhausted), so no task snoozes forever."""
+    if task.status is not TaskStatus.RUNNING:
+        raise InvalidTransition(f"task {task.id} is {task.status.value}; only a running task can be snoozed")
+    if task.snoozes >= MAX_SNOOZES:
+        error = f"snoozed {task.snoozes} times, the limit: this snooze counts as a failed attempt"
+        return fail(ctx, handlers, task, error, Outcome.FAILED, worker, retry_in=seconds)
+    _record(ctx, task, Outcome.SNOOZED, None, worker)
+    now = ctx.timestamp
+    after = _replace(
+        task,
+        status=TaskStatus.QUEUED,
+        attempts=task.attempts - 1,
+        snoozes=task.snoozes + 1,
+        run_after=now + TimeDuration.from_seconds(seconds),
+        in_module=task.job_type in handlers,
+        lease_holder=None,
+        lease_expires_at=None,
+        updated_at=now,
+    )
+    ctx.db.task.id.update(after)
+    disarm(ctx, task)
+    if after.in_module:
+        arm_attempt(ctx, after)
+    return after
+
+
+def run_now(ctx: ReducerContext, task: Task) -> Task:
+    """A queued task (scheduled, or backing off) becomes due now: it keeps its priority and
+    attempts, and takes its place among the due tasks. One already due keeps its run_after."""
+    if task.status is not TaskStatus.QUEUED:
+        raise InvalidTransition(f"task {task.id} is {task.status.value}; only a queued task can be made to run now")
+    now = ctx.timestamp
+    if task.run_after <= now:
+        return task
+    due = _replace(task, run_after=now, updated_at=now)
+    ctx.db.task.id.update(due)
+    if due.in_module:
+        arm_attempt(ctx, due)
+    return due

@@ -71,13 +71,15 @@ class Write(msgspec.Struct, forbid_unknown_fields=True):
 
 class Outcome(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """What a scripted handler does on one call: `succeed` (return `result`), `fail` (a
-    RetryableError), `raise` (an unexpected exception) or `give_up` (GiveUp), each with
-    `message`; first inserting `write` if given."""
+    RetryableError), `raise` (an unexpected exception), `give_up` (GiveUp), `retry_in` (RetryIn:
+    a failure retried in `seconds`) or `snooze` (Snooze: run again in `seconds`, the attempt
+    given back), each with `message`; first inserting `write` if given."""
 
-    outcome: Literal["succeed", "fail", "raise", "give_up"]
+    outcome: Literal["succeed", "fail", "raise", "give_up", "retry_in", "snooze"]
     message: str = ""
     result: Any = None
     write: Write | None = None
+    seconds: int = 0  # retry_in and snooze
 
 
 class Script(Step, tag="script"):

@@ -29,10 +29,14 @@ class HandlerScript:
         from ..retry import (  # only scenarios that script handlers need it
             GiveUp,
             RetryableError,
+            RetryIn,
+            Snooze,
         )
 
         self._give_up = GiveUp
         self._retryable = RetryableError
+        self._retry_in = RetryIn
+        self._snooze = Snooze
         self._module = module
         self._handlers = handlers
         self._resolve = resolve
@@ -67,6 +71,10 @@ class HandlerScript:
                 raise self._retryable(o.message or "scripted failure")
             if o.outcome == "give_up":
                 raise self._give_up(o.message or "scripted give-up")
+            if o.outcome == "retry_in":
+                raise self._retry_in(o.seconds, o.message)
+            if o.outcome == "snooze":
+                raise self._snooze(o.seconds, o.message)
             raise RuntimeError(o.message or "scripted exception")
 
         scripted.__name__ = f"scripted_{job_type}"

@@ -87,3 +87,14 @@ def test_a_module_with_handlers_runs_them_when_called(invoke: Invoke, tmp_path: 
     assert as_json(invoke("sql", "--data", data, "SELECT order_id, to FROM outbox", "--json")) == [{"order_id": 1, "to": "ann@example.com"}]
     task = as_json(invoke("tasks", "show", "--data", data, "1", "--json"))
     assert task["status"] == "completed" and task["result"] == {"outbox_id": 1}
+
+
+def test_run_now(invoke: Invoke, retry_dir: str) -> None:
+    _fill(invoke, retry_dir)  # task 1 is backing off for 30 s
+    assert invoke("call", "--data", retry_dir, "claim", "null", '"w1"').stdout.strip() == "ok"  # None: nothing due
+    due = as_json(invoke("tasks", "run-now", "--data", retry_dir, "1", "--json"))
+    assert due["status"] == "queued" and due["run_after"] == due["updated_at"]
+    invoke("call", "--data", retry_dir, "claim", "null", '"w1"')
+    assert as_json(invoke("tasks", "show", "--data", retry_dir, "1", "--json"))["status"] == "running"
+    r = invoke("tasks", "run-now", "--data", retry_dir, "1", code=1)
+    assert r.stderr.strip() == "Error: task 1 is running; only a queued task can be made to run now"

@@ -235,6 +235,7 @@ def test_the_client_covers_every_route_of_the_openapi_document(world: World) -> 
         calls.enqueue(NewJob("x")), calls.enqueue_many([NewJob("x")]), calls.get(1), calls.list_jobs(None, None, None, 1, 50),
         calls.claim(None, None, None), calls.claim_many(2, None, None, None), calls.complete(1, None, None),
         calls.complete_many([Completion(1)]), calls.fail(1, "e", None), calls.heartbeat(1, None, None), calls.cancel(1, None),
+        calls.snooze(1, 5, None), calls.run_now(1),
         calls.dead_letter(None, 1, 50), calls.requeue(1), calls.delete(1), calls.history(10), calls.ping(), calls.new_identity(),
         calls.verify("c200"), calls.database_info("retry"), calls.call_reducer("retry", "r", []), calls.schema("retry"), calls.logs("retry", None),
         calls.openapi(), calls.metrics(), calls.database_identity("retry"), calls.sql("retry", "SELECT 1"),

@@ -15,7 +15,10 @@ SEED_FIELDS = {
     "id", "created_at", "updated_at", "queue", "job_type", "payload", "status", "attempts", "max_attempts",
     "backoff_seconds", "run_after", "claimed_at", "claimed_by", "last_attempted_at", "last_error", "completed_at", "result",
 }
-EXTRA_FIELDS = {"dead_reason", "priority", "lease_expires_at", "lease_holder", "idempotency_key", "finished_at"}
+EXTRA_FIELDS = {
+    "dead_reason", "priority", "lease_expires_at", "lease_holder", "idempotency_key", "finished_at",
+    "snoozes", "max_backoff_seconds", "backoff_jitter", "error_fingerprint", "triage_hold", "recurring_id",
+}
 
 
 def fresh_queue() -> str:

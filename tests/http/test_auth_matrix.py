@@ -80,6 +80,8 @@ ROUTES: list[Route] = [
     ("POST", lambda w, who: f"{J}/jobs/{w.job_id}/fail", {"error": "x"}, "worker"),
     ("POST", lambda w, who: f"{J}/jobs/{w.job_id}/heartbeat", {}, "worker"),
     ("POST", lambda w, who: f"{J}/jobs/{w.job_id}/cancel", {}, "admin"),
+    ("POST", lambda w, who: f"{J}/jobs/{w.job_id}/snooze", {"seconds": 5}, "worker"),
+    ("POST", lambda w, who: f"{J}/jobs/{w.job_id}/run_now", {}, "admin"),
     ("GET", f"{J}/dlq", None, "admin"),
     ("POST", lambda w, who: f"{J}/dlq/{w.job_id}/requeue", None, "admin"),
     ("DELETE", lambda w, who: f"{J}/dlq/{w.job_id}", None, "admin"),

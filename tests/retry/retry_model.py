@@ -8,16 +8,19 @@ raises `Refused(error class)` before changing anything.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from stdbmod import Identity
+from stdbmod import Identity, Timestamp
 from stdbmod.retry import InvalidArgument, InvalidTransition, NotAuthorized, StaleLease, TaskNotFound
+from stdbmod.retry.fingerprint import fingerprint
+from stdbmod.retry.limits import MAX_SNOOZES
 
 S = 1_000_000  # micros per second
 HANDLED = "h"  # the job type with an in-module handler (when it is registered)
 CRASH = "<traceback>"  # marks an expected traceback in last_error
-LEASE = "<lease expired>"
+CRASH_SHAPE = "RuntimeError: crash"  # the traceback's last line: what its fingerprint hashes
 
 
 class Refused(Exception):
@@ -47,6 +50,11 @@ class MTask:
     last_error: str | None = None
     result: Any = None
     finished_at: int | None = None  # when it became completed or dead
+    max_backoff: int | None = None
+    jitter: float = 0.0
+    snoozes: int = 0
+    fingerprint: str | None = None
+    hold: bool = False
 
 
 @dataclass
@@ -63,6 +71,16 @@ class Model:
     sweep: int | None = None  # when the lease sweep (its one row) is due
     notes: list[tuple[int, int]] = field(default_factory=list)  # handler writes that committed
     seq: dict[str, int] = field(default_factory=lambda: {"task": 0, "attempt": 0, "attempt_timer": 0})
+    rng: random.Random | None = None  # the transaction's ctx.rng: seeded from its timestamp, made on first use
+
+    def begin(self) -> None:
+        """A new transaction (a reducer call, or one timer firing): a fresh rng."""
+        self.rng = None
+
+    def _rng(self) -> random.Random:
+        if self.rng is None:
+            self.rng = random.Random(self.now)
+        return self.rng
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -100,19 +118,45 @@ class Model:
         self.history.append((self._next("attempt"), t.id, t.attempts, outcome, worker))
         del self.history[: max(len(self.history) - self.cap, 0)]
 
-    def _fail(self, t: MTask, error: str, outcome: str, worker: str) -> None:
+    def _die(self, t: MTask, reason: str) -> None:
+        fp = fingerprint(CRASH_SHAPE if t.last_error == CRASH else t.last_error)
+        t.hold = t.fingerprint == fp and reason != "cancelled"
+        t.status, t.dead_reason, t.finished_at, t.fingerprint = "dead", reason, self.now, fp
+
+    def _delay(self, t: MTask) -> int:
+        """Seed 000's formula, capped by the task's max_backoff, jittered down by the rng."""
+        seconds: int = min(t.backoff * 2 ** (t.attempts - 1), 30 * 86_400)
+        if t.max_backoff is not None:
+            seconds = min(seconds, t.max_backoff)
+        micros = seconds * S
+        if t.jitter > 0 and micros > 0:
+            micros -= int(micros * t.jitter * self._rng().random())
+        return micros
+
+    def _fail(self, t: MTask, error: str, outcome: str, worker: str, retry_in: int | None = None) -> None:
         self._record(t, outcome, worker)
         t.last_error, t.lease_holder, t.lease_expires = error, None, None
-        if outcome == "gave_up":
-            t.status, t.dead_reason, t.finished_at = "dead", "gave_up", self.now
+        if outcome in ("gave_up", "discarded"):
+            self._die(t, outcome)
         elif t.attempts >= t.max_attempts:
-            t.status, t.dead_reason, t.finished_at = "dead", "exhausted", self.now
+            self._die(t, "exhausted")
         else:
             t.status = "queued"
-            t.run_after = self.now + min(t.backoff * 2 ** (t.attempts - 1), 30 * 86_400) * S
+            t.run_after = self.now + (retry_in * S if retry_in is not None else self._delay(t))
             t.in_module = self._handled(t.job_type)
         self._disarm(t.id)
         if t.status == "queued" and t.in_module:
+            self._arm(t)
+
+    def _snooze(self, t: MTask, seconds: int, worker: str) -> None:
+        if t.snoozes >= MAX_SNOOZES:
+            self._fail(t, f"snoozed {t.snoozes} times, the limit: this snooze counts as a failed attempt", "failed", worker, seconds)
+            return
+        self._record(t, "snoozed", worker)
+        t.status, t.attempts, t.snoozes, t.run_after = "queued", t.attempts - 1, t.snoozes + 1, self.now + seconds * S
+        t.lease_holder, t.lease_expires, t.in_module = None, None, self._handled(t.job_type)
+        self._disarm(t.id)
+        if t.in_module:
             self._arm(t)
 
     def _held(self, who: Identity, task_id: int, attempt: int | None = None) -> MTask:
@@ -126,18 +170,19 @@ class Model:
     # --- worker reducers -------------------------------------------------------------------------
 
     def create(self, who: Identity | None, role: str, job_type: str, queue: str, payload: Any, max_attempts: int,
-               backoff: int, priority: int, delay: int, idem: str | None) -> MTask:  # fmt: skip
+               backoff: int, priority: int, delay: int, idem: str | None, max_backoff: int | None = None,
+               jitter: float = 0.0) -> MTask:  # fmt: skip
         if role == "admin":
             self._admin(who)  # type: ignore[arg-type]
         elif role == "worker":
             self._worker(who)  # type: ignore[arg-type]
-        if max_attempts < 1:
+        if max_attempts < 1 or (max_backoff is not None and max_backoff < 0) or not 0 <= jitter <= 1:
             raise Refused(InvalidArgument)
         for t in self.tasks.values():
             if idem is not None and t.idem == idem:
                 return t
         t = MTask(self._next("task"), job_type, queue, payload, max_attempts, backoff, priority,
-                  self.now + delay * S, self._handled(job_type), idem)  # fmt: skip
+                  self.now + delay * S, self._handled(job_type), idem, max_backoff=max_backoff, jitter=jitter)  # fmt: skip
         self.tasks[t.id] = t
         if t.in_module:
             self._arm(t)
@@ -175,10 +220,21 @@ class Model:
         self._disarm(t.id)
         return t
 
-    def fail(self, who: Identity, task_id: int, error: str, attempt: int | None = None) -> MTask:
+    def fail(self, who: Identity, task_id: int, error: str, attempt: int | None = None, retry: bool = True,
+             retry_in: int | None = None) -> MTask:  # fmt: skip
         self._worker(who)
+        if retry_in is not None and (retry_in < 0 or not retry):
+            raise Refused(InvalidArgument)
         t = self._held(who, task_id, attempt)
-        self._fail(t, error, "failed", t.claimed_by or "")
+        self._fail(t, error, "failed" if retry else "discarded", t.claimed_by or "", retry_in)
+        return t
+
+    def snooze(self, who: Identity, task_id: int, seconds: int, attempt: int | None = None) -> MTask:
+        self._worker(who)
+        if seconds < 0:
+            raise Refused(InvalidArgument)
+        t = self._held(who, task_id, attempt)
+        self._snooze(t, seconds, t.claimed_by or "")
         return t
 
     # --- admin reducers --------------------------------------------------------------------------
@@ -189,9 +245,21 @@ class Model:
         if t.status != "dead":
             raise Refused(InvalidTransition)
         t.status, t.dead_reason, t.attempts, t.run_after, t.finished_at = "queued", None, 0, self.now, None
+        t.snoozes, t.fingerprint, t.hold = 0, None, False
         t.in_module = self._handled(t.job_type)
         if t.in_module:
             self._arm(t)
+        return t
+
+    def run_now(self, who: Identity, task_id: int) -> MTask:
+        self._admin(who)
+        t = self._task(task_id)
+        if t.status != "queued":
+            raise Refused(InvalidTransition)
+        if t.run_after > self.now:
+            t.run_after = self.now
+            if t.in_module:
+                self._arm(t)
         return t
 
     def cancel(self, who: Identity, task_id: int, reason: str | None) -> MTask:
@@ -199,9 +267,9 @@ class Model:
         t = self._task(task_id)
         if t.status != "queued":
             raise Refused(InvalidTransition)
-        t.status, t.dead_reason, t.finished_at = "dead", "cancelled", self.now
         if reason is not None:
             t.last_error = reason
+        self._die(t, "cancelled")
         self._disarm(t.id)
         return t
 
@@ -260,6 +328,7 @@ class Model:
             if not due:
                 return
             for d, table, sid, tid in due:
+                self.begin()
                 if table == "attempt_timer" and self.attempt_timers.get(tid) == (d, sid):
                     del self.attempt_timers[tid]
                     self._run_attempt(tid, plan_of)
@@ -273,7 +342,8 @@ class Model:
         for expires, tid in leased:
             if expires <= self.now:
                 t = self.tasks[tid]
-                self._fail(t, LEASE, "lease_expired", t.claimed_by or "?")
+                error = f"lease expired at {Timestamp(expires).isoformat()}: worker {t.claimed_by} neither completed nor failed the task"
+                self._fail(t, error, "lease_expired", t.claimed_by or "?")
         upcoming = next((e for e, _ in leased if e > self.now), None)
         self.sweep = None if upcoming is None else max(upcoming, self.now + S)  # SWEEP_SPACING
 
@@ -286,7 +356,8 @@ class Model:
             return
         t.status, t.attempts = "running", t.attempts + 1
         plan = plan_of(t.payload)
-        outcome = plan[t.attempts - 1] if t.attempts <= len(plan) else "ok"
+        run = t.attempts + t.snoozes  # the plan counts runs: a snoozed run gives its attempt back
+        outcome = plan[run - 1] if run <= len(plan) else "ok"
         if outcome in ("ok", "give_up"):
             self.notes.append((t.id, t.attempts))
         if outcome == "ok":
@@ -294,5 +365,9 @@ class Model:
             t.status, t.result, t.finished_at = "completed", {"attempt": t.attempts}, self.now
         elif outcome == "give_up":
             self._fail(t, "bad input", "gave_up", "handler")
+        elif outcome == "snooze":
+            self._snooze(t, 5, "handler")
+        elif outcome == "retry_in":
+            self._fail(t, "later", "failed", "handler", 7)
         else:
             self._fail(t, "try later" if outcome == "retry" else CRASH, "failed", "handler")

@@ -23,10 +23,22 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from stdbmod import Database, Identity, ManualClock, Module, PrimaryKey, Range, ReducerContext, SenderError, TimeDuration
-from stdbmod.retry import Completion, GiveUp, HandlerContext, NotAuthorized, RetryableError, Task, TaskStatus, create_retry_module, queries
+from stdbmod.retry import (
+    Completion,
+    GiveUp,
+    HandlerContext,
+    NotAuthorized,
+    RetryableError,
+    RetryIn,
+    Snooze,
+    Task,
+    TaskStatus,
+    create_retry_module,
+    queries,
+)
 from stdbmod.retry.claim import next_claimable
 from stdbmod.runtime import apply_changes
-from tests.retry.retry_model import CRASH, HANDLED, LEASE, Model, MTask, Refused, S
+from tests.retry.retry_model import CRASH, HANDLED, Model, MTask, Refused, S
 
 # --- the module under test: the retry module inside an app that handlers write to -----------------
 
@@ -50,9 +62,14 @@ def plan_of(payload: Any) -> list[str]:
 def handler(ctx: HandlerContext, payload: Any) -> Any:
     ctx.db.note.insert(Note(0, ctx.task_id, ctx.attempt))
     plan = plan_of(payload)
-    outcome = plan[ctx.attempt - 1] if ctx.attempt <= len(plan) else "ok"
+    run = ctx.attempt + ctx.task.snoozes  # runs, not attempts: a snooze gives its attempt back
+    outcome = plan[run - 1] if run <= len(plan) else "ok"
     if outcome == "retry":
         raise RetryableError("try later")
+    if outcome == "retry_in":
+        raise RetryIn(7, "later")
+    if outcome == "snooze":
+        raise Snooze(5)
     if outcome == "crash":
         raise RuntimeError("crash")
     if outcome == "give_up":
@@ -79,12 +96,16 @@ fence_st = st.sampled_from(["none", "none", "current", "stale"])  # the attempt 
 task_args: dict[str, Any] = {  # strategies, spread into rules (Any: mypy cannot match **kwargs of one type)
     "job_type": st.sampled_from([HANDLED, "ext", "ext", "ext2"]),
     "queue": st.sampled_from(["default", "q2"]),
-    "plan": st.lists(st.sampled_from(["ok", "retry", "crash", "give_up"]), max_size=4),
+    "plan": st.lists(st.sampled_from(["ok", "retry", "crash", "give_up", "retry_in", "snooze"]), max_size=4),
     "max_attempts": st.sampled_from([1, 1, 2, 2, 3, 3, 4, 4, 0]),  # 0 is refused
     "backoff": st.sampled_from([0, 1, 10, 60]),
     "priority": st.integers(-2, 2),
     "delay": st.sampled_from([0, 0, 5, 100]),
     "idem": st.none() | st.sampled_from(["k1", "k2", "k3"]),
+}
+backoff_options: dict[str, Any] = {  # the backoff options: a cap, jitter drawn from ctx.rng
+    "max_backoff": st.sampled_from([None, None, 0, 15, 100, -1]),  # -1 is refused
+    "jitter": st.sampled_from([0.0, 0.0, 0.5, 1.0]),
 }
 
 
@@ -97,10 +118,10 @@ def same_task(real: Task, m: MTask) -> None:
     assert (real.lease_holder, expires, real.claimed_by, real.result) == (m.lease_holder, m.lease_expires, m.claimed_by, m.result), (real, m)
     finished = real.finished_at.micros if real.finished_at else None
     assert finished == m.finished_at, (real, m)
+    assert (real.max_backoff_seconds, real.backoff_jitter, real.snoozes) == (m.max_backoff, m.jitter, m.snoozes), (real, m)
+    assert (real.error_fingerprint, real.triage_hold) == (m.fingerprint, m.hold), (real, m)
     if m.last_error == CRASH:
         assert real.last_error is not None and real.last_error.startswith("Traceback") and "RuntimeError: crash" in real.last_error
-    elif m.last_error == LEASE:
-        assert real.last_error is not None and real.last_error.startswith("lease expired")
     else:
         assert real.last_error == m.last_error, (real, m)
 
@@ -143,6 +164,7 @@ class RetryMachine(RuleBasedStateMachine):
 
     def both(self, expect: Any, call: Any) -> Any:
         """Run the model, then the real call; both must succeed alike or refuse alike."""
+        self.model.begin()
         try:
             expected = expect()
         except Refused as r:
@@ -159,6 +181,7 @@ class RetryMachine(RuleBasedStateMachine):
     def both_many(self, expect: Any, call: Any) -> None:
         """`both` for the batch reducers: lists of tasks, and all or nothing. The model runs the
         items one by one on a copy, kept only if every item succeeded."""
+        self.model.begin()
         trial = copy.deepcopy(self.model)
         try:
             expected = expect(trial)
@@ -194,15 +217,16 @@ class RetryMachine(RuleBasedStateMachine):
         for job_type, queue, priority, plan in tasks:
             self.submit_or_enqueue(0, True, job_type, queue, plan, 3, 10, priority, 0, None)
 
-    @rule(who=who_st, as_admin=st.booleans(), **task_args)
+    @rule(who=who_st, as_admin=st.booleans(), **task_args, **backoff_options)
     def submit_or_enqueue(self, who: int, as_admin: bool, job_type: str, queue: str, plan: list[str], max_attempts: int,
-                          backoff: int, priority: int, delay: int, idem: str | None) -> None:  # fmt: skip
+                          backoff: int, priority: int, delay: int, idem: str | None, max_backoff: int | None = None,
+                          jitter: float = 0.0) -> None:  # fmt: skip
         payload = {"plan": plan}
         run_after = self.clock.now() + TimeDuration(delay * S)
         role, reducer = ("admin", "submit") if as_admin else ("worker", "enqueue")
         self.both(
-            lambda: self.model.create(IDS[who], role, job_type, queue, payload, max_attempts, backoff, priority, delay, idem),
-            lambda: self.db.call(reducer, job_type, queue, payload, max_attempts, backoff, run_after, priority, idem, sender=IDS[who]),
+            lambda: self.model.create(IDS[who], role, job_type, queue, payload, max_attempts, backoff, priority, delay, idem, max_backoff, jitter),
+            lambda: self.db.call(reducer, job_type, queue, payload, max_attempts, backoff, run_after, priority, idem, max_backoff, jitter, sender=IDS[who]),
         )
 
     @rule(who=who_st, fail=st.booleans(), **task_args)
@@ -263,11 +287,29 @@ class RetryMachine(RuleBasedStateMachine):
         )
 
     @precondition(lambda self: self.anything_running())
-    @rule(ref=st.integers(0, 100), who=holder_st, running=mostly, fence=fence_st)
-    def fail(self, ref: int, who: int | None, running: bool, fence: str) -> None:
+    @rule(ref=st.integers(0, 100), who=holder_st, running=mostly, fence=fence_st, retry=mostly,
+          retry_in=st.sampled_from([None, None, 0, 7, -1]),
+          error=st.sampled_from(["worker error", "timeout after 3012 ms", "timeout after 2999 ms"]))  # fmt: skip
+    def fail(self, ref: int, who: int | None, running: bool, fence: str, retry: bool, retry_in: int | None, error: str) -> None:
+        """A worker's fail, with the failure policy: retry false (discarded, even on a fresh
+        attempt), retry_in_seconds overriding the backoff."""
         tid = self.pick(ref, "running" if running else None)
         me, attempt = self.caller_for(tid, who), self.attempt_for(tid, fence)
-        self.both(lambda: self.model.fail(me, tid, "worker error", attempt), lambda: self.db.call("fail", tid, "worker error", attempt, sender=me))
+        self.both(
+            lambda: self.model.fail(me, tid, error, attempt, retry, retry_in),
+            lambda: self.db.call("fail", tid, error, attempt, retry, retry_in, sender=me),
+        )
+
+    @precondition(lambda self: self.anything_running())
+    @rule(ref=st.integers(0, 100), who=holder_st, running=mostly, fence=fence_st, seconds=st.sampled_from([0, 5, 100, -1]))
+    def snooze(self, ref: int, who: int | None, running: bool, fence: str, seconds: int) -> None:
+        """Snooze never spends an attempt (the model checks attempts went down by one)."""
+        tid = self.pick(ref, "running" if running else None)
+        me, attempt = self.caller_for(tid, who), self.attempt_for(tid, fence)
+        before = self.model.tasks[tid].attempts if tid in self.model.tasks else None
+        got = self.both(lambda: self.model.snooze(me, tid, seconds, attempt), lambda: self.db.call("snooze", tid, seconds, attempt, sender=me))
+        if got is not None:
+            assert got.attempts == before - 1 and got.status is TaskStatus.QUEUED  # type: ignore[operator]
 
     @precondition(lambda self: self.anything_running())
     @rule(ref=st.integers(0, 100), who=holder_st, lease=st.sampled_from([None, 5, 60]))
@@ -300,11 +342,16 @@ class RetryMachine(RuleBasedStateMachine):
 
     # --- admins ----------------------------------------------------------------------------------
 
-    @rule(action=st.sampled_from(["requeue", "cancel", "delete_task"]), who=who_st, ref=st.integers(0, 100), fit=mostly,
+    @rule(action=st.sampled_from(["requeue", "cancel", "delete_task", "run_now"]), who=who_st, ref=st.integers(0, 100), fit=mostly,
           reason=st.sampled_from([None, "no longer needed"]))  # fmt: skip
     def dead_letter_action(self, action: str, who: int, ref: int, fit: bool, reason: str | None) -> None:
-        """requeue or delete a (dead) task, cancel a (queued) one; `fit` picks a task in that state."""
+        """requeue or delete a (dead) task, cancel a (queued) one or make it run now; `fit`
+        picks a task in that state."""
         me = IDS[who]
+        if action == "run_now":
+            tid = self.pick(ref, "queued" if fit else None)
+            self.both(lambda: self.model.run_now(me, tid), lambda: self.db.call("run_now", tid, sender=me))
+            return
         if action == "cancel":
             tid = self.pick(ref, "queued" if fit else None)
             self.both(lambda: self.model.cancel(me, tid, reason), lambda: self.db.call("cancel", tid, reason, sender=me))
