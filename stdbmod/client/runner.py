@@ -20,6 +20,7 @@ from .errors import ClientError
 from .execution import Execution, Handler, Outcome
 from .retrying import IdleBackoff, persist
 from .types import Job
+from .waker import Waker
 
 if TYPE_CHECKING:
     from .worker import WorkerSettings, WorkerStats
@@ -35,6 +36,8 @@ class Runner:
         self.stopping = asyncio.Event()
         self.forced = asyncio.Event()
         self._wake = asyncio.Event()
+        self._work = asyncio.Event()  # the server announced new work (waker.py)
+        self.waker = Waker(settings.url, settings.database, settings.token, settings.queues, self._work.set)
         self._turn = 0  # which queue the next claim round starts with
         self._backing_off = False  # the claim in flight is waiting out an outage, not a request
         self._down = False
@@ -86,15 +89,21 @@ class Runner:
     # --- the loop --------------------------------------------------------------------------------
 
     async def run(self, burst: bool) -> None:
+        # A burst ends when nothing is ready: it has no idle waits to cut short.
+        waker = None if burst else asyncio.create_task(self.waker.run(), name="stdbmod-waker")
         try:
             await self._claim_loop(burst)
         finally:
+            if waker is not None:
+                waker.cancel()
+                await asyncio.wait({waker})
             await self._drain()
 
     async def _claim_loop(self, burst: bool) -> None:
         idle = IdleBackoff(self.settings.poll_max_seconds)
         while not self.stopping.is_set():
             self._wake.clear()  # before looking, so a job ending from here on wakes the wait below
+            self._work.clear()  # likewise for the server's announcements
             free = self.settings.concurrency - len(self.active)
             delay: float | None = None
             if free > 0:
@@ -112,10 +121,10 @@ class Runner:
                 delay = idle.next()  # fewer than asked for: the queue is drained for now
             # Every slot busy: wait for one to free up. Drained: wait out the idle delay whatever
             # ends meanwhile (a claim per finished job would mostly come back empty).
-            try:
-                await asyncio.wait_for((self._wake if delay is None else self.stopping).wait(), delay)
-            except TimeoutError:
-                pass
+            if delay is None:
+                await self._wake.wait()
+            else:  # drained: until the idle delay ends, a stop, or the server announces work
+                await _first(self.stopping, self._work, timeout=delay)
 
     async def _claim_round(self, free: int) -> list[Job] | None:
         """Up to `free` jobs, from each queue in turn; None when a stop came during an outage."""
@@ -200,3 +209,13 @@ class Runner:
             t.cancel()
         if rest:
             await asyncio.wait(rest)
+
+
+async def _first(*events: asyncio.Event, timeout: float) -> None:
+    """Wait until one of `events` is set, or `timeout` seconds."""
+    waits = {asyncio.ensure_future(e.wait()) for e in events}
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()

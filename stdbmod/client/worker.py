@@ -165,6 +165,13 @@ class Worker:
                 self._pending_stop.clear()
         return stats
 
+    @property
+    def woken_by_server(self) -> bool:
+        """Whether the running worker is subscribed to the server's new work (waker.py): idle,
+        it claims the moment a job is enqueued rather than at its next poll."""
+        runner = self._runner
+        return runner is not None and runner.waker.listening.is_set()
+
     def stop(self) -> None:
         """From any thread: claim nothing more, give running jobs the grace period (a second call:
         stop them now)."""

@@ -14,7 +14,10 @@ import httpx
 import pytest
 
 from stdbmod.client import Job, Outcome, Worker, WorkerStats, current_job
+from stdbmod.client import runner as runner_module
 from stdbmod.client.failures import MAX_HEAD, MAX_TRACEBACK, describe
+from stdbmod.client.retrying import IdleBackoff
+from stdbmod.client.waker import inserts_tasks, socket_url, wake_query
 
 from .conftest import World
 
@@ -447,3 +450,50 @@ def test_settings_are_checked() -> None:
 def test_outcomes_are_named(world: World) -> None:
     assert [o.value for o in Outcome] == ["completed", "failed", "abandoned", "unfinished"]
     assert isinstance(Job, type)
+
+
+class Patient(IdleBackoff):
+    """Idle polls that wait the whole `poll_max_seconds` from the first: only a wake-up from the
+    server can start a job soon."""
+
+    def __init__(self, max_wait: float, first: float = 0.1) -> None:
+        super().__init__(max_wait, first=max_wait)
+
+
+@pytest.mark.parametrize("queues", [["default"], None])
+def test_an_idle_worker_is_woken_by_the_servers_subscription_stream(world: World, monkeypatch: pytest.MonkeyPatch, queues: Any) -> None:
+    monkeypatch.setattr(runner_module, "IdleBackoff", Patient)
+    worker = world.worker(poll_max_seconds=600, queues=queues)  # a poll would come 300 to 600 s later
+    ran = threading.Event()
+    worker.register("ping", lambda _: ran.set())
+    t, stats = in_background(worker)
+    try:
+        wait_for(lambda: worker.woken_by_server, "the worker's subscription")
+        with world.client("owner") as c:
+            c.enqueue("ping", {"n": 1}, queue="other")  # not its queue (with a list): no wake-up claims it
+            job = c.enqueue("ping", {"n": 2})
+            assert ran.wait(DEADLINE / 2), "the enqueue did not wake the idle worker"
+            wait_for(lambda: world.task(job.id).status == "completed", "the completion")
+            if queues is not None:
+                assert c.get(job.id - 1).status == "queued"
+    finally:
+        worker.stop()
+        t.join(DEADLINE)
+    assert stats[0].completed == (1 if queues is not None else 2)
+
+
+def test_the_wake_query_and_messages() -> None:
+    assert wake_query(41, ["a", "o'b"]) == (
+        "SELECT * FROM task WHERE id > 41 AND status = 'queued' AND in_module = false AND (queue = 'a' OR queue = 'o''b')"
+    )
+    assert socket_url("https://h:1/", "retry") == "wss://h:1/v1/database/retry/subscribe"
+    assert socket_url("http://h", "db") == "ws://h/v1/database/db/subscribe"
+    inserted = {"TransactionUpdate": {"status": {"Committed": {"tables": [{"table_name": "task", "updates": [{"inserts": ["[1]"], "deletes": []}]}]}}}}
+    claimed = {"TransactionUpdate": {"status": {"Committed": {"tables": [{"table_name": "task", "updates": [{"inserts": [], "deletes": ["[1]"]}]}]}}}}
+    failed = {"TransactionUpdate": {"status": {"Failed": "no"}}}
+    assert inserts_tasks(inserted) and not inserts_tasks(claimed) and not inserts_tasks(failed) and not inserts_tasks({"IdentityToken": {}})
+    applied: dict[str, Any] = {"SubscribeApplied": {"rows": {"table_name": "task", "table_rows": {"inserts": [], "deletes": []}}}}
+    assert not inserts_tasks(applied)  # nothing came in between: no claim for nothing
+    applied["SubscribeApplied"]["rows"]["table_rows"]["inserts"] = ["[42]"]
+    assert inserts_tasks(applied)
+
