@@ -80,9 +80,29 @@ class ArgumentError(CallError, ValueError):
 
 
 class NoSuchReducer(CallError, LookupError):
-    """No client-callable reducer has this name (lifecycle and scheduled reducers count as none)."""
+    """No reducer the caller may call has this name (a scheduled reducer counts as none for
+    anyone but the owner, as in SpacetimeDB 2.x)."""
 
     status_code = 404
+
+
+class LifecycleCall(CallError):
+    """A direct call of a lifecycle reducer (init, client_connected, client_disconnected): 400
+    with SpacetimeDB's message, which names its `Lifecycle` variant."""
+
+    status_code = 400
+    VARIANTS = {"init": "Init", "client_connected": "OnConnect", "client_disconnected": "OnDisconnect"}
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(f"can't directly call special {self.VARIANTS.get(kind, kind)} lifecycle reducer")
+        self.kind = kind
+
+
+class ScheduleTooFar(ConstraintViolation):
+    """A schedule row due further ahead than SpacetimeDB's scheduler accepts (64^6 - 1 ms, about
+    2.18 years): the insert or update fails, as SpacetimeDB's `ScheduleError::DelayTooLong`."""
+
+    status_code = 400
 
 
 class NoSuchTable(CallError, LookupError):

@@ -152,6 +152,12 @@ class Module:
         self.readers.extend(other.readers)
         self.included.append(other)
 
+    def lifecycle_kind(self, name: str) -> str | None:
+        """The lifecycle kind `name` calls (a kind's own name or a hook's function name), if any."""
+        if name in self.lifecycle:
+            return name
+        return next((kind for kind, hooks in self.lifecycle.items() if any(h.name == name for h in hooks)), None)
+
     def table_for(self, row_type: type) -> TableDef:
         try:
             return self._by_type[row_type]

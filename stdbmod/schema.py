@@ -254,6 +254,16 @@ class ReducerDef:
             raise SchemaError(f"reducer {self.name}: {e}") from None
         # What the runtime calls with (ctx, *arguments in parameter order).
         self.call: Callable[..., Any] = self.func if self.spread is None else _spreading(self.func, self.spread)
+        self._object_decoder: msgspec.json.Decoder[Any] | None = None
+
+    def decode_json_object(self, body: bytes) -> msgspec.Struct:
+        """The arguments from a JSON object keyed by parameter name (SATS-JSON's other form of a
+        product, beside the array): an instance of `args_type`. Raises msgspec's errors."""
+        if self._object_decoder is None:  # made on first use: most reducers are called with arrays
+            spec = [(n, t) if d is inspect.Parameter.empty else (n, t, d) for n, t, d in self.params]
+            keyed = msgspec.defstruct(f"{self.name}_kwargs", spec, forbid_unknown_fields=True)
+            self._object_decoder = codec.json_decoder(keyed)
+        return self.args_type(*msgspec.structs.astuple(self._object_decoder.decode(body)))
 
     @property
     def client_callable(self) -> bool:

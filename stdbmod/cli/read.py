@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sys
-import time
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import click
 import msgspec
 
 from .. import codec
+from ..local import place
 from ..local.datadir import open_database
 from ..runtime import CommitRecord, Database, LogLine
 from ..types import ConnectionId, Identity, Timestamp
@@ -70,30 +73,55 @@ def _emit(lines: list[LogLine], as_json: bool) -> None:
 @module_option
 @click.option("-n", "--num-lines", "num", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines as they come (Ctrl-C stops).")
-@click.option("--interval", type=click.FloatRange(min=0.01), default=0.5, hidden=True)
 @json_option
-def logs(data: str, module: str | None, num: int | None, follow: bool, interval: float, as_json: bool) -> None:
-    """The database log: failed calls, tracebacks, module log lines (--json: one object a line)."""
+def logs(data: str, module: str | None, num: int | None, follow: bool, as_json: bool) -> None:
+    """The database log: failed calls, tracebacks, module log lines (--json: one object a line).
+
+    With -f it waits for commits (of this process, of a server serving DIR, or of any node on
+    PostgreSQL) and prints their lines; it never polls on a timer."""
     try:
         with open_database(data, module, readonly=True) as (db, _):
-            lines = db.logs(last=num)
-            _emit(lines, as_json)
             if not follow:
+                _emit(db.logs(last=num), as_json)
                 return
-            nxt = lines[-1].offset + 1 if lines else _next_log_offset(db)
-            while True:
-                time.sleep(interval)
-                new = db.logs(start=nxt)
-                if new:
-                    _emit(new, as_json)
-                    nxt = new[-1].offset + 1
+            wake = threading.Event()  # watching starts before the first read: no commit in between is missed
+            stops = [db.on_log(wake.set), db.storage.watch(lambda _message: wake.set()), _watch_commits(data, wake)]
+            try:
+                lines = db.logs(last=num)
+                _emit(lines, as_json)
+                nxt = lines[-1].offset + 1 if lines else db.log_end()
+                while True:
+                    wake.wait()
+                    wake.clear()
+                    new = db.logs(start=nxt)
+                    if new:
+                        _emit(new, as_json)
+                        nxt = new[-1].offset + 1
+            finally:
+                for stop in stops:
+                    stop()
     except KeyboardInterrupt:
         return  # Ctrl-C is how -f ends
 
 
-def _next_log_offset(db: Database) -> int:
-    last = db.logs(last=1)
-    return last[-1].offset + 1 if last else 0
+def _watch_commits(data: str, wake: threading.Event) -> Callable[[], None]:
+    """Set `wake` whenever another process commits to the LMDB database at `data`: a commit
+    writes its pages to DIR/data.mdb, which the kernel reports (inotify, through watchfiles,
+    which uvicorn[standard] brings). A PostgreSQL URL needs none: its nodes announce commits."""
+    if place.is_url(data):
+        return lambda: None
+    import watchfiles
+
+    stop = threading.Event()
+    target = os.path.realpath(os.path.join(data, "data.mdb"))
+
+    def run() -> None:
+        for _ in watchfiles.watch(data, watch_filter=lambda _c, path: os.path.realpath(path) == target, debounce=50, step=10,
+                                  stop_event=stop, raise_interrupt=False, recursive=False):
+            wake.set()
+
+    threading.Thread(target=run, name="stdbmod-logs-watch", daemon=True).start()
+    return stop.set
 
 
 def _decoded_rows(db: Database, table: str, raws: list[bytes]) -> list[Any]:

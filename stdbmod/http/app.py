@@ -76,6 +76,9 @@ def create_app(
         database = db() if not isinstance(db, Database) else db
         if on_panic is not None:
             database.hooks.on_panic = on_panic  # called on the writer thread
+        if not database.storage.shared:
+            # connections a crash left open get their client_disconnected (SpacetimeDB does at startup)
+            database.disconnect_dangling()
         extras.attach(database)
         scheduler = Scheduler(database).start() if run_scheduler else None
         ctx.attach(database)
@@ -107,5 +110,6 @@ def create_app(
     # client's Host header; a path no route has is a 404 here, never a redirect elsewhere.
     app.router.redirect_slashes = False
     app.state.extras = extras
+    app.state.context = ctx  # `serve` ends the log streams when asked to stop (ctx.stop_followers)
     app.state.metrics_app = extras.metrics_app(exception_handlers=handlers)
     return app

@@ -31,6 +31,22 @@ class ServerContext:
         self.body_limit = body_limit
         self.token_ttl = token_ttl
         self._db: Database | None = None
+        # open `logs?follow=true` streams (their wake-up events) and whether the server is stopping:
+        # a stream never ends on its own, so the server's stop must end them (`stop_followers`)
+        self.followers: set[asyncio.Event] = set()
+        self.stopping = False
+        self.loop: asyncio.AbstractEventLoop | None = None  # the followers' loop
+
+    def stop_followers(self) -> None:
+        """End every log stream: the server is stopping. From any thread (a signal handler)."""
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._stop_followers)
+
+    def _stop_followers(self) -> None:
+        self.stopping = True
+        for wake in list(self.followers):
+            wake.set()
 
     # --- the database ---------------------------------------------------------------------------
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from ..errors import ReducerFailed, SenderError
+from ..runtime import Database, LogLine
 from ..types import Identity
 from . import inputs, wire
 from .context import ServerContext
@@ -50,7 +54,7 @@ async def call_reducer(ctx: ServerContext, request: Request) -> Response:
     caller = ctx.caller(request)
     db = ctx.database(request.path_params["db"])
     name = request.path_params["reducer"]
-    db.reducer(name)  # 404 for an unknown, scheduled or lifecycle reducer, before reading the body
+    db.reducer(name, caller)  # before reading the body: 404 unknown (or private to the owner), 400 lifecycle
     raw = await inputs.read_body(request, ctx.body_limit)
     try:
         result = await ctx.call_json(db, name, raw or b"[]", sender=caller)
@@ -77,8 +81,47 @@ async def logs(ctx: ServerContext, request: Request) -> Response:
     if caller != db.owner:
         raise HttpError(403, "only the database's owner may read its logs")
     q = inputs.query(request, wire.LogsQuery)
+    if q.follow:
+        return StreamingResponse(follow_logs(ctx, db, q.num_lines), media_type="application/x-ndjson")
     lines = await run_in_threadpool(db.logs, q.num_lines)
-    return json_response(wire.Logs(lines=[wire.LogLineOut(line.offset, line.timestamp, line.level, line.reducer, line.message) for line in lines]))
+    return json_response(wire.Logs(lines=[_line_out(line) for line in lines]))
+
+
+def _line_out(line: LogLine) -> wire.LogLineOut:
+    return wire.LogLineOut(line.offset, line.timestamp, line.level, line.reducer, line.message)
+
+
+async def follow_logs(ctx: ServerContext, db: Database, num_lines: int | None) -> AsyncIterator[bytes]:
+    """The lines there (the last `num_lines`, or all), then each new one as it is written, one
+    JSON object a line (SpacetimeDB's `logs?follow=true`). Woken by the commits that write log
+    lines, never by a timer; it ends when the client goes or the server stops."""
+    loop = asyncio.get_running_loop()
+    wake = asyncio.Event()
+
+    def tap() -> None:  # on the writer's thread
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(wake.set)
+
+    stop_tap = db.on_log(tap)
+    ctx.loop = loop
+    ctx.followers.add(wake)
+    try:
+        lines = await run_in_threadpool(db.logs, num_lines)
+        nxt = lines[-1].offset + 1 if lines else await run_in_threadpool(db.log_end)
+        while True:
+            if lines:
+                yield b"".join(msgspec.json.encode(_line_out(line)) + b"\n" for line in lines)
+                nxt = lines[-1].offset + 1
+            if ctx.stopping:
+                return
+            await wake.wait()
+            wake.clear()
+            if ctx.stopping:
+                return
+            lines = await run_in_threadpool(db.logs, None, nxt)
+    finally:
+        ctx.followers.discard(wake)
+        stop_tap()
 
 
 async def database_identity(ctx: ServerContext, request: Request) -> Response:
@@ -116,10 +159,12 @@ ENDPOINTS = [
     ),
     Endpoint("GET", _DB, database_info, "The database's name, identity and owner", "v1", "identity", response=wire.DatabaseInfo, errors=(404,)),
     Endpoint(
-        "POST", _DB + "/call/{reducer}", call_reducer, "Call a reducer with a JSON array of arguments", "v1", "identity",
-        response=Any, body=list[Any], errors=(400, 404, 413, 530),
-        description="200 with the reducer's return value as JSON once the call has committed; 530 with "
-        "the reducer's message when it refused; 404 for an unknown, scheduled or lifecycle reducer.",
+        "POST", _DB + "/call/{reducer}", call_reducer, "Call a reducer with its arguments as a JSON array or object", "v1", "identity",
+        response=Any, body=list[Any] | dict[str, Any], errors=(400, 404, 413, 530),
+        description="The arguments are a JSON array in parameter order, or an object keyed by parameter name. 200 "
+        "with the reducer's return value as JSON once the call has committed; 530 with the reducer's message when it "
+        "refused; 404 for an unknown reducer, or a scheduled one called by anyone but the owner; 400 for a lifecycle "
+        "reducer (\"can't directly call special Init lifecycle reducer\") or bad arguments.",
     ),
     Endpoint(
         "GET", _DB + "/identity", database_identity, "The database's identity, as hex (text/plain)", "v1", "public",
@@ -137,5 +182,7 @@ ENDPOINTS = [
     Endpoint(
         "GET", _DB + "/logs", logs, "The database log (owner only)", "v1", "owner",
         response=wire.Logs, query=wire.LogsQuery, errors=(400, 404),
+        description="`{lines: [...]}`; with `follow=true`, a stream of `application/x-ndjson` instead: one line object "
+        "per line of text, the existing ones (the last `num_lines`) first, then each new one as it is written.",
     ),
 ]

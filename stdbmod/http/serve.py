@@ -195,6 +195,7 @@ def serve(
         ws_max_size=body_limit,  # one WebSocket message at most, as a request body; pings (20 s) find dead peers
     )
     server = uvicorn.Server(config)
+    _end_streams_on_exit(server, app)
     _tune_gc()
     with _quiet_signals():
         if metrics_socket is None:
@@ -202,6 +203,18 @@ def serve(
         else:
             metrics_port_.run_both(server, sock, metrics_port_.side_server(app.state.metrics_app, config), metrics_socket)
     return EXIT_PANIC if panicked.is_set() else 0
+
+
+def _end_streams_on_exit(server: uvicorn.Server, app: Any) -> None:
+    """uvicorn waits up to its graceful timeout for open responses before it stops, and a
+    `logs?follow=true` stream never ends by itself: end them when the stop signal comes."""
+    handle_exit = server.handle_exit
+
+    def on_exit(sig: int, frame: FrameType | None) -> None:
+        app.state.context.stop_followers()
+        handle_exit(sig, frame)
+
+    server.handle_exit = on_exit  # type: ignore[method-assign]
 
 
 GC_GEN0_THRESHOLD = 10_000

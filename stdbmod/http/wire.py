@@ -225,6 +225,7 @@ class DatabaseInfo(msgspec.Struct):
 
 class LogsQuery(msgspec.Struct):
     num_lines: Annotated[int, Meta(ge=1, le=10_000)] | None = None
+    follow: Annotated[bool, Meta(description="keep the response open and stream new lines as they are written")] = False
 
 
 class LogLineOut(msgspec.Struct):

@@ -105,6 +105,34 @@ def publish(
         raise
 
 
+def clear(data: str | os.PathLike[str], spec: str | None) -> Published:
+    """`spacetime publish -c`: wipe every row of the database at `data` (an LMDB directory) and
+    run init again, keeping its name, its own identity and its owner, with MODULE `spec` (None:
+    the one stdbmod.json records). The old files go only once the new database is made beside
+    them; a failure leaves the directory as it was. No server may be serving it meanwhile."""
+    if place.is_url(data):
+        raise CallError("--clear works on a directory; for PostgreSQL, publish into a fresh schema (?schema=NAME)")
+    path = Path(data)
+    config = read_config(path)
+    if config is None or not place.holds_storage(path):
+        raise CallError(f"no database at {path} to clear")
+    spec = canonical_spec(spec) if spec is not None else config.module
+    loaded = load_module(spec)
+    with Database.open(path, loaded.module) as old:  # the module must open it: same checks as ever
+        meta = old.meta
+    fresh = path / ".clearing"
+    shutil.rmtree(fresh, ignore_errors=True)
+    try:
+        db = Database.create(fresh, loaded.module, owner=meta.owner, name=meta.name, identity=meta.identity)
+        db.close()
+        for f in DATA_FILES:
+            os.replace(fresh / f, path / f)
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
+    write_config(path, DataDirConfig(module=spec, name=meta.name))
+    return Published(str(path), spec, meta.name, meta.identity, meta.owner, None)
+
+
 def _publish_in_database(
     data: str, spec: str, loaded: LoadedModule, *, owner: Identity | None, name: str | None, key: SigningKey | None
 ) -> Published:

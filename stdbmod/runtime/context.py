@@ -8,11 +8,20 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import NoSuchAttribute, SenderError
+from ..errors import InvalidValue, NoSuchAttribute, SenderError
 from ..module import Module
 from ..types import ConnectionId, Identity, Timestamp
+from .dblog import LEVELS
 from .tables import DbView
 from .transaction import Transaction, TxView
+
+
+def check_level(level: str) -> str:
+    """`level` if it is one of SpacetimeDB's log levels; InvalidValue (the module author's
+    mistake: the call fails) otherwise."""
+    if level not in LEVELS:
+        raise InvalidValue(f"log level {level!r} is not one of {', '.join(LEVELS)}")
+    return level
 
 
 class ReducerContext:
@@ -57,8 +66,9 @@ class ReducerContext:
             yield
 
     def log(self, message: str, level: str = "info") -> None:
-        """A line in the database log, kept whether or not the call commits."""
-        self._tx.logs.append((level, message))
+        """A line in the database log, kept whether or not the call commits. `level` is one of
+        SpacetimeDB's: trace, debug, info, warn, error, panic (anything else raises)."""
+        self._tx.logs.append((check_level(level), message))
 
     def require_scheduler(self) -> None:
         """Refuse unless called by the scheduler (the database itself)."""

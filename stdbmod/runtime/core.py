@@ -55,6 +55,8 @@ class Hooks:
     on_batch: Callable[[BatchTimes], None] | None = None
     # Called (no arguments) after every commit that wrote a record: runtime/follow.py wakes on it.
     commit_taps: list[Callable[[], None]] = field(default_factory=list)
+    # Called (no arguments) after every commit that wrote database log lines (log followers).
+    log_taps: list[Callable[[], None]] = field(default_factory=list)
 
 
 class Core:
@@ -65,6 +67,7 @@ class Core:
         self.broken: StoragePanic | None = None
         self.hooks = Hooks()
         self.contexts = ContextFactory(module, identity)
+        self._logged = False  # whether the batch being run wrote log lines
         self._spent: list[int] = []  # a timed batch's job durations (hooks.on_batch)
 
     # --- batches -------------------------------------------------------------------------------
@@ -83,6 +86,7 @@ class Core:
             records: list[commitlog.CommitRecord] = []
             armed: int | None = None
             committing = 0
+            self._logged = False
             if timed:
                 self._spent = []
             try:
@@ -109,6 +113,8 @@ class Core:
                     # other nodes (PostgreSQL) hear of it if and when it commits: followers read
                     # the log, their scheduler wakes for `armed`
                     outer.announce(f"commit {'-' if armed is None else armed}")
+                elif self._logged:
+                    outer.announce("log")  # only log lines (a failed call): wakes log followers
                 if timed:
                     t0 = perf_counter_ns()
                     outer.commit()
@@ -152,6 +158,9 @@ class Core:
             hooks.on_batch((batch, outcomes, self._spent, committing))
         if records:
             for tap in hooks.commit_taps:
+                tap()
+        if self._logged:
+            for tap in hooks.log_taps:
                 tap()
 
     def _again(self, e: TransientStorageError, batch: list[tuple[Job, Future[Any]]], started: float, tries: int) -> bool:
@@ -212,8 +221,10 @@ class Core:
             child.abort()
             ok, result, record = False, ReducerFailed(job.reducer), None
             logs.append(("panic", "".join(traceback.format_exception(e)).rstrip()))
-        for level, message in logs:
-            self.dblog.append(outer, job.timestamp.micros, level, job.reducer, message)
+        if logs:
+            self._logged = True
+            for level, message in logs:
+                self.dblog.append(outer, job.timestamp.micros, level, job.reducer, message)
         follow_up = None if ok else job.follow_up()
         if follow_up is not None:  # a failed schedule row's cleanup (schedules.py, rule 4)
             _, _, rec, _ = self._run_job(follow_up, outer, offset)

@@ -26,6 +26,7 @@ from ..errors import (
     ArgumentError,
     CallError,
     DatabaseNotFound,
+    LifecycleCall,
     NoSuchReducer,
     StdbError,
     StorageError,
@@ -254,16 +255,23 @@ class Database:
 
     # --- calls ---------------------------------------------------------------------------------
 
-    def reducer(self, name: str) -> ReducerDef:
-        """The client-callable reducer `name` (lifecycle and scheduled ones are not)."""
+    def reducer(self, name: str, sender: Identity | None = None) -> ReducerDef:
+        """The reducer `name` as `sender` may call it: a client-callable one, or, for the owner
+        (SpacetimeDB 2.x: private functions), a scheduled one too (its argument is a row of its
+        table; the row is not looked up nor deleted). A lifecycle reducer is refused with
+        LifecycleCall (400); anything else, NoSuchReducer (404). `sender` None: as a client."""
         r = self.module.reducers.get(name)
-        if r is None or not r.client_callable:
-            known = ", ".join(sorted(n for n, d in self.module.reducers.items() if d.client_callable)) or "none"
-            raise NoSuchReducer(f"no such reducer: {name} (the module's reducers: {known})")
-        return r
+        if r is not None and (r.client_callable or (sender is not None and sender == self.meta.owner)):
+            return r
+        if r is None:
+            kind = self.module.lifecycle_kind(name)
+            if kind is not None:
+                raise LifecycleCall(kind)
+        known = ", ".join(sorted(n for n, d in self.module.reducers.items() if d.client_callable)) or "none"
+        raise NoSuchReducer(f"no such reducer: {name} (the module's reducers: {known})")
 
     def _job(self, name: str, args: tuple[Any, ...], sender: Identity, connection_id: ConnectionId | None, decoded: Any = None) -> CallJob:
-        r = self.reducer(name)
+        r = self.reducer(name, sender)
         if r.spread is not None and len(args) == 1 and type(args[0]) is r.spread:
             args = msgspec.structs.astuple(args[0])  # one instance of a spread reducer's Struct
         if decoded is None:
@@ -296,16 +304,18 @@ class Database:
         return self._wait(self._run(self._job(reducer, args, sender, connection_id)))
 
     def call_json(self, reducer: str, body: bytes, *, sender: Identity, connection_id: ConnectionId | None = None) -> Any:
-        """Call with the arguments as a JSON array (the HTTP and CLI form)."""
+        """Call with the arguments as JSON (the HTTP and CLI form): an array in parameter order,
+        or an object keyed by parameter name (missing ones take their defaults)."""
         return self._wait(self._run(self._json_job(reducer, body, sender, connection_id)))
 
     def submit_json(self, reducer: str, body: bytes, *, sender: Identity, connection_id: ConnectionId | None = None) -> Future[Any]:
         return self._submit(self._json_job(reducer, body, sender, connection_id))
 
     def _json_job(self, reducer: str, body: bytes, sender: Identity, connection_id: ConnectionId | None) -> CallJob:
-        r = self.reducer(reducer)
+        r = self.reducer(reducer, sender)
         try:
-            decoded = r.json_decoder.decode(body)
+            # a JSON array in parameter order, or an object keyed by parameter name
+            decoded = r.decode_json_object(body) if body.lstrip()[:1] == b"{" else r.json_decoder.decode(body)
         except msgspec.DecodeError as e:
             raise ArgumentError(r.explain(e)) from None
         except RecursionError:  # msgspec's answer to JSON nested deeper than it can decode
@@ -329,18 +339,43 @@ class Database:
     def connect(self, sender: Identity) -> ConnectionId:
         """Open a connection: runs `client_connected`; its failure rejects the connection."""
         conn = ConnectionId.random()
-        job = LifecycleJob(kind="connect", reducer="client_connected", sender=sender, connection_id=conn, hooks=self.module.lifecycle["client_connected"])
+        job = LifecycleJob(
+            kind="connect", reducer="client_connected", sender=sender, connection_id=conn,
+            hooks=self.module.lifecycle["client_connected"], track_client=self._tracks_clients,
+        )
         self._wait(self._submit(job))
         return conn
 
     def disconnect(self, sender: Identity, connection_id: ConnectionId) -> None:
         """Close a connection: runs `client_disconnected`; a failure there is only logged."""
         hooks = self.module.lifecycle["client_disconnected"]
-        job = LifecycleJob(kind="disconnect", reducer="client_disconnected", sender=sender, connection_id=connection_id, hooks=hooks)
+        job = LifecycleJob(
+            kind="disconnect", reducer="client_disconnected", sender=sender, connection_id=connection_id, hooks=hooks,
+            track_client=self._tracks_clients,
+        )
         try:
             self._wait(self._submit(job))
         except StdbError:
             pass
+
+    @property
+    def _tracks_clients(self) -> bool:
+        # Open connections are kept only for modules that have a disconnect hook to run for them.
+        return bool(self.module.lifecycle["client_disconnected"])
+
+    def dangling_connections(self) -> list[tuple[Identity, ConnectionId]]:
+        """The connections opened (`connect`) and never closed: after a crash, those its clients held."""
+        with self._core.storage.begin_read() as r:
+            return [(Identity(v), ConnectionId(k)) for k, v in r.scan(spaces.CLIENTS)]
+
+    def disconnect_dangling(self) -> int:
+        """Run `client_disconnected` for every connection a previous run left open (a crash), as
+        SpacetimeDB does at startup; how many. The server calls it when it starts, on a store it
+        serves alone: on PostgreSQL another node's open connections look the same."""
+        dangling = self.dangling_connections()
+        for sender, conn in dangling:
+            self.disconnect(sender, conn)
+        return len(dangling)
 
     def call_job(
         self, reducer: str, args: Sequence[Any] = (), *, json: bytes | None = None, sender: Identity, connection_id: ConnectionId | None = None
@@ -474,6 +509,19 @@ class Database:
             if len(records) < chunk:
                 return
             start = records[-1].offset + 1
+
+    def on_log(self, tap: Callable[[], None]) -> Callable[[], None]:
+        """Call `tap()` (on the writer's thread: it must only wake someone) after every commit
+        that wrote database log lines; returns the function that stops it. Log followers (HTTP
+        `?follow=true`) wake on it and read `logs(start=...)`."""
+        taps = self.hooks.log_taps
+        taps.append(tap)
+        return lambda: taps.remove(tap) if tap in taps else None
+
+    def log_end(self) -> int:
+        """The offset the next database log line will get."""
+        last = self.logs(last=1)
+        return last[-1].offset + 1 if last else 0
 
     def logs(self, last: int | None = None, start: int = 0) -> list[LogLine]:
         with self._core.storage.begin_read() as r:

@@ -14,6 +14,8 @@ from ..storage import ReadTxn, WriteTxn
 from . import spaces
 
 DEFAULT_CAP = 10_000
+# SpacetimeDB's log levels, least severe first (`spacetime logs -l`): the only ones a line has.
+LEVELS = ("trace", "debug", "info", "warn", "error", "panic")
 
 
 class LogLine(msgspec.Struct, frozen=True, tag="line.v1"):

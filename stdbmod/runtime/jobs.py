@@ -12,7 +12,7 @@ from typing import Any
 
 from ..schema import ReducerDef
 from ..types import ConnectionId, Every, Identity, Timestamp
-from . import schedules
+from . import schedules, spaces
 from .commitlog import CommitRecord, RecordKind, TableChange
 from .context import ContextFactory, ReducerContext
 from .tables import decode_row, delete_at
@@ -64,14 +64,41 @@ class LifecycleJob(Job):
 
     hooks: list[ReducerDef] = field(default_factory=list)
     before: Any = None  # init: writes the database's metadata first, in the same transaction
+    # connect / disconnect: keep the open connection's row (spaces.CLIENTS) in step, so that one
+    # left open by a crash gets its client_disconnected at the next start (SpacetimeDB's st_client)
+    track_client: bool = False
 
     def run(self, contexts: ContextFactory, tx: Transaction) -> Any:
         if self.before is not None:
             self.before(tx)
+        if self.track_client:
+            self._track(tx)
         ctx = self.context_of(contexts, tx)
         for hook in self.hooks:
-            hook.func(ctx)
+            try:
+                hook.func(ctx)
+            except BaseException:
+                # SpacetimeDB logs a failing lifecycle reducer under its own name (the hook's
+                # function), not the lifecycle's; the job fails, so no record carries this name.
+                self.reducer = hook.name
+                raise
         return None
+
+    def _track(self, tx: Transaction) -> None:
+        assert self.connection_id is not None
+        if self.kind == "connect":
+            tx.wtxn.put(spaces.CLIENTS, self.connection_id.to_bytes(), self.sender.to_bytes())
+        else:
+            tx.wtxn.delete(spaces.CLIENTS, self.connection_id.to_bytes())
+
+    def follow_up(self) -> Job | None:
+        """A failing client_disconnected is only logged: the connection is closed all the same."""
+        if self.kind != "disconnect" or not self.track_client:
+            return None
+        forget = LifecycleJob(kind="disconnect", reducer=self.reducer, sender=self.sender, connection_id=self.connection_id,
+                              timestamp=self.timestamp, track_client=True)
+        forget.skip_record = True
+        return forget
 
 
 @dataclass

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ScheduleTooFar
 from ..keys import decode_u64, encode_u64
 from ..schema import TableDef
 from ..storage import ReadTxn, WriteTxn
@@ -80,6 +81,22 @@ def due_of(at: At | Every, now: Timestamp) -> int:
     if isinstance(at, At):
         return at.time.micros
     return now.micros + abs(at.interval.micros)
+
+
+# SpacetimeDB's MAX_SCHEDULE_DELAY: 64^6 - 1 ms (about 2.18 years), the range of its timer
+# queue; a row due further ahead fails its insert.
+MAX_DELAY_MICROS = ((1 << 36) - 1) * 1000
+
+
+def check_delay(table: TableDef, row: tuple[Any, ...], now: Timestamp) -> None:
+    """Refuse a schedule row due further ahead than SpacetimeDB allows (ScheduleTooFar), before
+    anything of the write is done."""
+    delay = due_of(row[table.columns_by_name["scheduled_at"]], now) - now.micros
+    if delay >= MAX_DELAY_MICROS:
+        raise ScheduleTooFar(
+            f"Unable to schedule with long delay at {delay / 86_400e6:.1f} days: {table.name} rows may be due at most "
+            f"{MAX_DELAY_MICROS / 86_400e6 / 365.25:.2f} years ahead (64^6 - 1 ms, as SpacetimeDB)"
+        )
 
 
 def next_tick(due: int, every: Every, now: Timestamp) -> int:

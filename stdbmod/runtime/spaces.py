@@ -10,7 +10,8 @@ COMMIT_LOG = "log"
 DB_LOG = "dblog"
 SCHEDULE_QUEUE = "sched/queue"  # due (u64) + table + 0x00 + pk key -> b""
 SCHEDULE_BY_ROW = "sched/row"  # table + 0x00 + pk key -> its key in the queue
-SYSTEM = (META, SEQUENCES, COMMIT_LOG, DB_LOG, SCHEDULE_QUEUE, SCHEDULE_BY_ROW)
+CLIENTS = "clients"  # connection id -> identity: open connections (SpacetimeDB's st_client)
+SYSTEM = (META, SEQUENCES, COMMIT_LOG, DB_LOG, SCHEDULE_QUEUE, SCHEDULE_BY_ROW, CLIENTS)
 
 
 def rows(table: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from ..codec import msgpack_encoder
-from ..errors import InvalidValue, KeyTooLarge, NoSuchAttribute, NoSuchTable, RowNotFound, UniqueConstraintViolation, WrongType
+from ..errors import ConstraintViolation, InvalidValue, KeyTooLarge, NoSuchAttribute, NoSuchTable, RowNotFound, UniqueConstraintViolation, WrongType
 from ..keys import MAX_KEY_SIZE, encode_key, encode_value, prefix_end
 from ..schema import IndexDef, TableDef
 from . import spaces
@@ -102,6 +102,19 @@ class TableHandle(Generic[R]):
     def insert(self, row: R) -> R:
         """Insert `row`; returns it with an auto_inc primary key filled in. A duplicate unique
         value raises UniqueConstraintViolation; an identical row already present is a no-op."""
+        return self._insert(row)
+
+    def try_insert(self, row: R) -> R | ConstraintViolation:
+        """`insert`, with a broken constraint returned instead of raised (SpacetimeDB's
+        `try_insert -> Result<Row, TryInsertError>`): the row as stored, or the
+        `UniqueConstraintViolation` / `AutoIncOverflow`, which the reducer may handle and go on.
+        A failed insert changes nothing (an auto_inc value it took is skipped, as in SpacetimeDB)."""
+        try:
+            return self._insert(row)
+        except ConstraintViolation as e:
+            return e
+
+    def _insert(self, row: R) -> R:
         t = self._t
         self._check_type(row)
         vals = _astuple(row)
@@ -150,9 +163,15 @@ class TableHandle(Generic[R]):
         return True
 
     def delete(self, row: R) -> bool:
-        """Delete the row with `row`'s primary key; whether one was there."""
+        """Delete the stored row equal to `row` (every column); whether there was one. A row
+        with the same primary key and other values elsewhere is left alone (SpacetimeDB)."""
         self._check_type(row)
-        return self._delete_at(encode_value(_astuple(row)[self._t.pk_position]))
+        pk_key = encode_value(_astuple(row)[self._t.pk_position])
+        old = self._view.get_row(self._t, pk_key)
+        if old is None or old != msgpack_encoder.encode(row):
+            return False
+        self._view.write_row(self._t, pk_key, old, None, self._vals_of(old), None)
+        return True
 
     def iter(self) -> Iterator[R]:
         for _, raw in self._view.txn.scan(self._space):

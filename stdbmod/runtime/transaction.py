@@ -73,6 +73,8 @@ class Transaction(TxView):
 
     def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Any, row_new: Any) -> None:
         """Replace the row at `pk_key` (old -> new; None = absent) and keep every index in step."""
+        if table.scheduled is not None and row_new is not None:
+            schedules.check_delay(table, row_new, self.timestamp)  # before any of the write
         txn = self.wtxn
         change_key = (table.name, pk_key)
         first = self.changes.get(change_key)

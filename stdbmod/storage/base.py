@@ -86,6 +86,9 @@ class Storage(ABC):
     """A store of named spaces. Open spaces with `ensure_spaces` before using them in a write."""
 
     readonly = False  # opened for reading only: `begin_write` and `ensure_spaces` of a new space fail
+    # Whether several processes serve this store at once (PostgreSQL nodes): then no one of them
+    # may take what another left (its open connections) for what a crash left.
+    shared = False
 
     @abstractmethod
     def ensure_spaces(self, names: Iterable[str]) -> None:

@@ -41,7 +41,7 @@ def test_logs_follow_prints_new_lines_and_stops_on_ctrl_c(tmp_path: Path) -> Non
     home, data = tmp_path / "home", tmp_path / "bank"
     assert stdbmod(home, "publish", "--data", str(data), "stdbmod.examples.bank").returncode == 0
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stdbmod", "logs", "--data", str(data), "-f", "--interval", "0.05"],
+        [sys.executable, "-m", "stdbmod", "logs", "--data", str(data), "-f"],
         env=_env(home),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

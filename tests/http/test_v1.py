@@ -79,16 +79,24 @@ def test_call_crash_is_530_generic_and_rolled_back(bank_server: Server, owner: s
     assert any(line["level"] == "panic" and "boom" in line["message"] for line in new)
 
 
-@pytest.mark.parametrize("reducer", ["no_such_reducer", "pay_interest", "init", "client_connected"])
-def test_unknown_scheduled_and_lifecycle_reducers_are_404(bank_server: Server, owner: str, reducer: str) -> None:
-    r = _call(bank_server, owner, reducer, [])
+@pytest.mark.parametrize("reducer", ["no_such_reducer", "pay_interest"])
+def test_unknown_and_others_scheduled_reducers_are_404(bank_server: Server, alice: tuple[str, str], reducer: str) -> None:
+    r = _call(bank_server, alice[1], reducer, [])
     assert r.status_code == 404
     assert "no such reducer" in r.json()["error"]
 
 
+def test_the_owner_reaches_a_scheduled_reducer_lifecycle_ones_are_400(bank_server: Server, owner: str) -> None:
+    r = _call(bank_server, owner, "pay_interest", [])  # the owner may call it (SpacetimeDB 2.x), with its row
+    assert r.status_code == 400 and r.json()["error"].startswith("pay_interest: missing argument"), r.text
+    for reducer, variant in (("init", "Init"), ("client_connected", "OnConnect")):
+        r = _call(bank_server, owner, reducer, [])
+        assert (r.status_code, r.json()) == (400, {"error": f"can't directly call special {variant} lifecycle reducer"})
+
+
 @pytest.mark.parametrize(
     "content",
-    [b'["x"]', b"[1, 2, 3, 4]", b"{not json", b'{"to_id": 1, "amount": 2}', b"[123456789012345678901234567890, 1]", b'"text"'],
+    [b'["x"]', b"[1, 2, 3, 4]", b"{not json", b'{"to_id": 1, "amount": 2, "memo": "x"}', b'{"amount": 2}', b"[123456789012345678901234567890, 1]", b'"text"'],
 )
 def test_bad_arguments_are_400(bank_server: Server, alice: tuple[str, str], content: bytes) -> None:
     r = _call(bank_server, alice[1], "transfer", content=content)

@@ -250,6 +250,8 @@ class PostgresStorage(Storage):
     key=value string). `durable=False` turns synchronous_commit off (tests, scratch copies):
     a server crash may then lose the last commits, a client crash never does."""
 
+    shared = True
+
     def __init__(self, dsn: str, *, schema: str = DEFAULT_SCHEMA, durable: bool = True, readers: int = 8, **_ignored: Any) -> None:
         if not SCHEMA_RE.match(schema):
             raise StorageError(f"schema {schema!r} must match {SCHEMA_RE.pattern}")
