@@ -82,7 +82,7 @@ def resolve_token(token: str | None, token_file: str | None) -> str | None:
 
 
 def _summary(stats: WorkerStats) -> str:
-    return (f"worker stopped: {stats.claimed} claimed, {stats.completed} completed, {stats.failed} failed, "
+    return (f"worker stopped: {stats.claimed} claimed, {stats.completed} completed, {stats.failed} failed, {stats.snoozed} snoozed, "
             f"{stats.abandoned} abandoned (lease lost), {stats.unfinished} unfinished (left to their leases)")
 
 

@@ -22,6 +22,7 @@ from .errors import (
 )
 from .execution import Outcome
 from .jobcontext import JobContext, current_job
+from .policy import GiveUp, RetryIn, Snooze
 from .types import Completion, DatabaseInfo, HistoryEntry, IdentityToken, Job, JobPage, LogLine, NewJob
 from .worker import Worker, WorkerSettings, WorkerStats
 
@@ -44,6 +45,9 @@ __all__ = [
     "Outcome",
     "JobContext",
     "current_job",
+    "GiveUp",
+    "RetryIn",
+    "Snooze",
     "ClientError",
     "TransportError",
     "BadRequest",

@@ -24,6 +24,7 @@ import msgspec
 from .errors import BadRequest, ClientError, Conflict, NotFound
 from .failures import describe, headline
 from .jobcontext import JobContext, _current
+from .policy import GiveUp, RetryIn, Snooze
 from .types import Job
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ class Outcome(StrEnum):
     FAILED = "failed"  # the handler raised (or no handler); the server took the failure
     ABANDONED = "abandoned"  # the lease was lost: nothing reported, the server's reaper decides
     UNFINISHED = "unfinished"  # shutdown cut it: nothing reported, its lease will run out
+    SNOOZED = "snoozed"  # the handler raised Snooze: back to the queue, the attempt given back
 
 
 class LeaseLost(Exception):
@@ -157,15 +159,22 @@ class Execution:
         if finished.error is None:
             try:
                 await self._send(lambda: self.runner.client.complete(self.job.id, finished.value, attempt=self.job.attempts),
-                                 lambda now: now.status == "completed")
+                                 lambda now: now.status == "completed" and now.attempts == self.job.attempts)
                 return self._outcome(Outcome.COMPLETED)
             except BadRequest as e:  # the server refused the result (an integer past 64 bits...)
                 finished = Finished(error=e)
         exc = finished.error
         assert exc is not None
+        job, client = self.job, self.runner.client
+        if isinstance(exc, Snooze):
+            # a snooze gives the attempt back: landed, the job is queued with one attempt fewer
+            await self._send(lambda: client.snooze(job.id, exc.seconds, attempt=job.attempts),
+                             lambda now: now.status != "running" and (now.snoozes > job.snoozes or now.attempts == job.attempts))
+            return self._outcome(Outcome.SNOOZED, str(exc))
         error = f"the server refused the result: {exc}" if isinstance(exc, ClientError) else describe(exc)
-        await self._send(lambda: self.runner.client.fail(self.job.id, error, attempt=self.job.attempts),
-                         lambda now: now.status != "running")
+        retry_in = exc.seconds if isinstance(exc, RetryIn) else None
+        await self._send(lambda: client.fail(job.id, error, attempt=job.attempts, retry=not isinstance(exc, GiveUp), retry_in_seconds=retry_in),
+                         lambda now: now.status != "running" and now.attempts == job.attempts)
         return self._outcome(Outcome.FAILED, headline(exc))
 
     async def _send(self, send: Callable[[], Awaitable[Job]], landed: Callable[[Job], bool]) -> None:
@@ -185,7 +194,7 @@ class Execution:
                     now = await self.runner.persist(lambda: self.runner.client.get(self.job.id))
                 except NotFound:
                     raise LeaseLost(f"refused ({e}); the job is gone") from None
-                if now.attempts == self.job.attempts and landed(now):
+                if landed(now):
                     return
             raise LeaseLost(f"refused: {e}") from None
 

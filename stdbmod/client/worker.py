@@ -88,6 +88,7 @@ class WorkerStats:
     failed: int = 0
     abandoned: int = 0
     unfinished: int = 0
+    snoozed: int = 0
 
     def count(self, outcome: Outcome) -> None:
         setattr(self, outcome.value, getattr(self, outcome.value) + 1)

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from stdbmod.client import Job, Outcome, Worker, WorkerStats, current_job
+from stdbmod.client import GiveUp, Job, Outcome, RetryIn, Snooze, Worker, WorkerStats, current_job
 from stdbmod.client import runner as runner_module
 from stdbmod.client.failures import MAX_HEAD, MAX_TRACEBACK, describe
 from stdbmod.client.retrying import IdleBackoff
@@ -448,7 +448,7 @@ def test_settings_are_checked() -> None:
 
 
 def test_outcomes_are_named(world: World) -> None:
-    assert [o.value for o in Outcome] == ["completed", "failed", "abandoned", "unfinished"]
+    assert [o.value for o in Outcome] == ["completed", "failed", "abandoned", "unfinished", "snoozed"]
     assert isinstance(Job, type)
 
 
@@ -496,4 +496,32 @@ def test_the_wake_query_and_messages() -> None:
     assert not inserts_tasks(applied)  # nothing came in between: no claim for nothing
     applied["SubscribeApplied"]["rows"]["table_rows"]["inserts"] = ["[42]"]
     assert inserts_tasks(applied)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_failure_policy_from_a_handlers_exception(world: World, kind: str) -> None:
+    def policy(payload: Any) -> Any:
+        raise {"give_up": GiveUp("the payload names no user"), "retry_in": RetryIn(120, "rate limited"), "snooze": Snooze(45)}[payload["do"]]
+
+    with world.client("worker") as c:
+        jobs = {do: c.enqueue("policy", {"do": do}, max_attempts=5, backoff_seconds=30) for do in ("give_up", "retry_in", "snooze")}
+    start = world.db.clock.now()
+    worker = world.worker()
+    worker.register("policy", handler(kind, policy))
+    stats = worker.run(burst=True, handle_signals=False)
+    assert (stats.failed, stats.snoozed, stats.completed) == (2, 1, 0)
+    gave_up, retried, snoozed = (world.task(jobs[k].id) for k in ("give_up", "retry_in", "snooze"))
+    assert (gave_up.status.value, gave_up.dead_reason.value, gave_up.attempts) == ("dead", "discarded", 1)
+    assert "GiveUp: the payload names no user" in gave_up.last_error
+    assert (retried.status.value, retried.attempts) == ("queued", 1)
+    assert retried.run_after.micros - start.micros == 120_000_000  # not the job's 30 s backoff
+    assert (snoozed.status.value, snoozed.attempts, snoozed.snoozes) == ("queued", 0, 1)  # no attempt spent
+    assert snoozed.run_after.micros - start.micros == 45_000_000
+
+
+def test_the_policy_exceptions_check_their_seconds() -> None:
+    with pytest.raises(ValueError, match="RetryIn takes seconds >= 0"):
+        RetryIn(-1)
+    with pytest.raises(ValueError, match="Snooze takes seconds >= 1"):
+        Snooze(0)
 
