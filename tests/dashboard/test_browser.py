@@ -139,8 +139,16 @@ def test_a_job_page_shows_its_history_lease_and_only_its_actions(page: Any, serv
     assert '"amount": 1200' in page.inner_text("#payload")
     assert "card declined" in page.inner_text("#last-error")
     assert "card declined" in page.inner_text("table.history")
-    assert page.locator("#actions button").all_inner_texts() == ["Cancel"]  # queued: cancel only
+    assert page.locator("#actions button").all_inner_texts() == ["Run now", "Cancel"]  # queued, backing off
     _shot(page, shots, "job")
+    backing_off = job(server, token, j["id"])["run_after"]
+    page.once("dialog", lambda d: d.accept())
+    page.get_by_role("button", name="Run now").click()
+    page.wait_for_selector(".flash.ok")
+    assert f"Job {j['id']} is due now" in page.inner_text(".flash.ok")
+    due = job(server, token, j["id"])
+    assert (due["status"], due["attempts"]) == ("queued", 1) and due["run_after"] < backing_off
+    assert page.locator("#actions button").all_inner_texts() == ["Cancel"]  # due: cancel only
     page.goto(f"/dashboard/jobs/{k['id']}")
     lease = page.inner_text("#lease")
     assert "w-lease" in lease

@@ -44,6 +44,7 @@ class Actions:
         table: list[tuple[str, str, Args, str]] = [
             (job + "/requeue", "requeue", _job, "Job {0} is queued again, attempts reset."),
             (job + "/delete", "delete_task", _job, "Job {0} is deleted."),
+            (job + "/run_now", "run_now", _job, "Job {0} is due now."),
             (job + "/cancel", "cancel", lambda r, f: (*_job(r, f), "cancelled from the dashboard"), "Job {0} is cancelled (dead)."),
             ("/admins/add", "add_admin", _identity, "{0} is an admin."),
             ("/admins/remove", "remove_admin", _identity, "{0} is no longer an admin."),
