@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import blake3
 import msgspec
 
 from . import codec, keys
@@ -135,9 +136,16 @@ class TableDef:
         self.pk_position = by_name[self.primary_key] if self.primary_key else -1
         # the primary key seen as a unique index, for `ctx.db.<table>.<pk>` accessors
         self.pk_index: IndexDef | None = None
+        # `row_key(values)`: the storage key of a row (its column values); `row_id(values)`: what
+        # tells two rows apart (the primary key's value). A table without a primary key is a set
+        # of whole rows (SpacetimeDB): both are a hash of every column.
+        self.row_key: Callable[[tuple[Any, ...]], bytes] = _whole_row_key
+        self.row_id: Callable[[tuple[Any, ...]], Any] = _whole_row_key
         if self.primary_key:
             self.pk_index = IndexDef(self.primary_key, (self.primary_key,), True)
             self.pk_index.locate((self.pk_position,))
+            self.row_id = operator.itemgetter(self.pk_position)
+            self.row_key = _pk_key(self.pk_position)
 
     def describe(self) -> dict[str, Any]:
         """The stored form of the schema; comparing two tells whether data can be reused."""
@@ -155,6 +163,20 @@ class TableDef:
         if self.event:  # only when set, so the stored schemas of existing tables stay as they were
             described["event"] = True
         return described
+
+
+def _whole_row_key(values: tuple[Any, ...]) -> bytes:
+    """The key of a row of a table without a primary key: 16 bytes of BLAKE3 over its encoded
+    columns. Equal rows get one key (set semantics, as SpacetimeDB's whole-row identity); keys
+    stay short whatever the row's size (LMDB's keys are at most 511 bytes)."""
+    return blake3.blake3(codec.msgpack_encoder.encode(values)).digest(16)
+
+
+def _pk_key(position: int) -> Callable[[tuple[Any, ...]], bytes]:
+    def key(values: tuple[Any, ...]) -> bytes:
+        return keys.encode_value(values[position])
+
+    return key
 
 
 def build_table(
@@ -199,8 +221,6 @@ def build_table(
                 ixs[f.name] = IndexDef(f.name, (f.name,), unique=True)
             elif isinstance(m, Index):
                 ixs[f.name] = IndexDef(f.name, (f.name,), unique=False)
-    if pk is None:
-        raise SchemaError(f"table {tname} needs a PrimaryKey() column")
     for ix_name, cols in (indexes or {}).items():
         cols = tuple(cols)
         unknown = [c for c in cols if c not in {c.name for c in columns}]
@@ -212,7 +232,7 @@ def build_table(
         if ix_name in ixs or ix_name == pk:
             raise SchemaError(f"table {tname} has two indexes named {ix_name}")
         ixs[ix_name] = IndexDef(ix_name, cols, unique=False)
-    for n in [pk, *ixs]:
+    for n in [*([pk] if pk else []), *ixs]:
         if n in TABLE_METHODS or n.startswith("_"):
             raise SchemaError(f"{tname}.{n}: an index accessor may not be named {n!r}")
     if scheduled is not None:

@@ -43,8 +43,8 @@ def _check_table(txn: ReadTxn, t: TableDef, scheduled_rows: set[bytes]) -> list[
             problems.append(f"{t.name}: row {pk_key.hex()} does not decode: {e}")
             continue
         pk = vals[t.pk_position]
-        if encode_key((pk,)) != pk_key:
-            problems.append(f"{t.name}: row with {t.primary_key}={pk!r} is stored under another key")
+        if t.row_key(vals) != pk_key:
+            problems.append(f"{t.name}: row {t.row_id(vals)!r} is stored under another key")
         if t.auto_inc and isinstance(pk, int):
             max_pk = max(max_pk, pk)
         for ix in t.indexes.values():

@@ -277,10 +277,10 @@ def select_rows(view: DbView, q: Select) -> list[Values]:
     """The rows of the query's `*` table that it selects, each once: what a subscription to `q`
     holds."""
     assert q.star is not None
-    pk = q.sources[q.star].table.pk_position
+    row_id = q.sources[q.star].table.row_id
     found: dict[Any, Values] = {}
     for rows in _pairs(view, q, _Counter()):
-        found.setdefault(rows[q.star][pk], rows[q.star])
+        found.setdefault(row_id(rows[q.star]), rows[q.star])
     return list(found.values())
 
 
@@ -332,7 +332,7 @@ class SqlJob(Job):
             for pos, value in plan.assignments:
                 new_values[pos] = value
             new = t.row_type(*new_values)
-            if new_values[t.pk_position] != row[t.pk_position]:
+            if t.primary_key is None or new_values[t.pk_position] != row[t.pk_position]:
                 handle.delete(old)
                 handle.insert(new)
             else:

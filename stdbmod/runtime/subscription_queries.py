@@ -74,7 +74,7 @@ class _Side:
 
     def __init__(self, plan: Select, index: int, key_position: int) -> None:
         self.table = plan.sources[index].table
-        self.pk = self.table.pk_position
+        self.pk = self.table.row_id  # the primary key's value (a table without one: the row's hash)
         self.key = key_position
         self.bounds = [b for b in plan.bounds if b.col[0] == index]
         self.by_pk: dict[Any, Values] = {}
@@ -83,15 +83,15 @@ class _Side:
     def add(self, row: Values) -> bool:
         if row[self.key] is None or not _passes(self.bounds, row):
             return False
-        self.by_pk[row[self.pk]] = row
-        self.by_key.setdefault(row[self.key], {})[row[self.pk]] = row
+        self.by_pk[self.pk(row)] = row
+        self.by_key.setdefault(row[self.key], {})[self.pk(row)] = row
         return True
 
     def remove(self, row: Values) -> Values | None:
-        old = self.by_pk.pop(row[self.pk], None)
+        old = self.by_pk.pop(self.pk(row), None)
         if old is not None:
             group = self.by_key[old[self.key]]
-            del group[old[self.pk]]
+            del group[self.pk(old)]
             if not group:
                 del self.by_key[old[self.key]]
         return old
@@ -131,7 +131,7 @@ class JoinQuery(QueryState):
             pair = (row, partner) if index == 0 else (partner, row)
             if not match(pair):
                 continue
-            pk = pair[self.star][star_pk]
+            pk = star_pk(pair[self.star])
             n = self.support.get(pk, 0) + sign
             if n:
                 self.support[pk] = n
@@ -171,11 +171,11 @@ class JoinQuery(QueryState):
         """Remember, before they change, the result rows `row` can affect: itself if it is on the
         `*` side, else its partners there."""
         if index == self.star:
-            note(row[self.sides[index].pk])
+            note(self.sides[index].pk(row))
             return
         star = self.sides[self.star]
         for partner in list(star.partners(row[self.sides[index].key])):
-            note(partner[star.pk])
+            note(star.pk(partner))
 
 
 def state_for(plan: Select) -> QueryState:

@@ -530,7 +530,7 @@ class Hub:
 
     def _fold(self, states: list[QueryState], rows: list[list[Values]], start: int, end: int) -> list[list[Values]]:
         """The initial rows moved on from offset `start` to `end` (records read from the log)."""
-        current = [{r[s.table.pk_position]: r for r in rs} for s, rs in zip(states, rows)]
+        current = [{s.table.row_id(r): r for r in rs} for s, rs in zip(states, rows)]
         for record in self.db.iter_commit_log(start):
             if record.offset >= end:
                 break
@@ -538,11 +538,11 @@ class Hub:
             for state, held in zip(states, current):
                 if state.tables & changes.keys():
                     gone, came = state.apply(changes)
-                    pk = state.table.pk_position
+                    row_id = state.table.row_id
                     for r in gone:
-                        held.pop(r[pk], None)
+                        held.pop(row_id(r), None)
                     for r in came:
-                        held[r[pk]] = r
+                        held[row_id(r)] = r
         return [list(h.values()) for h in current]
 
     def remove_set(self, sub: Subscription, set_id: int, tag: Any = None) -> list[QueryRows]:

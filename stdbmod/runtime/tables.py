@@ -118,11 +118,13 @@ class TableHandle(Generic[R]):
         t = self._t
         self._check_type(row)
         vals = _astuple(row)
+        if t.primary_key is None:
+            return self._insert_whole_row(row, vals)
         pk = vals[t.pk_position]
         if t.auto_inc:
             if pk == 0:
                 pk = self._view.next_sequence(t)
-                row = msgspec.structs.replace(row, **{t.primary_key: pk})  # type: ignore[arg-type]
+                row = msgspec.structs.replace(row, **{t.primary_key or "": pk})
                 vals = _astuple(row)
             elif self._view.writable:
                 self._view.bump_sequence(t, pk)  # type: ignore[attr-defined]
@@ -137,6 +139,15 @@ class TableHandle(Generic[R]):
             raise UniqueConstraintViolation(t.name, t.primary_key or "", pk)
         self._check_unique(vals, None)
         self._view.write_row(t, pk_key, None, new, None, vals)
+        return row
+
+    def _insert_whole_row(self, row: R, vals: tuple[Any, ...]) -> R:
+        """Insert into a table without a primary key, where the whole row is its identity."""
+        key = self._t.row_key(vals)
+        if self._view.get_row(self._t, key) is not None:
+            return row  # an equal row is there: a no-op, as SpacetimeDB's set semantics
+        self._check_unique(vals, None)
+        self._view.write_row(self._t, key, None, msgpack_encoder.encode(row), None, vals)
         return row
 
     def _check_unique(self, vals: tuple[Any, ...], old_vals: tuple[Any, ...] | None) -> None:
@@ -166,7 +177,7 @@ class TableHandle(Generic[R]):
         """Delete the stored row equal to `row` (every column); whether there was one. A row
         with the same primary key and other values elsewhere is left alone (SpacetimeDB)."""
         self._check_type(row)
-        pk_key = encode_value(_astuple(row)[self._t.pk_position])
+        pk_key = self._t.row_key(_astuple(row))
         old = self._view.get_row(self._t, pk_key)
         if old is None or old != msgpack_encoder.encode(row):
             return False
@@ -277,7 +288,7 @@ class UniqueColumn(BTreeIndex[R]):
         old = None if pk_key is None else h._view.get_row(h._t, pk_key)
         if pk_key is None or old is None:
             raise RowNotFound(f"{h._t.name}: no row with {self._ix.name} = {vals[self._ix.positions[0]]!r} to update")
-        new_pk_key = encode_value(vals[h._t.pk_position])
+        new_pk_key = h._t.row_key(vals)
         if new_pk_key != pk_key:
             h._delete_at(pk_key)
             return h.insert(row)

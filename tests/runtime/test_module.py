@@ -36,7 +36,6 @@ def test_table_name_is_snake_case_and_describe_lists_constraints() -> None:
 @pytest.mark.parametrize(
     "body, message",
     [
-        ("x: int", "needs a PrimaryKey"),
         ("a: Annotated[int, PrimaryKey()]\n    b: Annotated[int, PrimaryKey()]", "two primary keys"),
         ("a: Annotated[str, PrimaryKey(auto_inc=True)]", "auto_inc needs an int"),
         ("a: Annotated[int, PrimaryKey()]\n    b: Annotated[list[int], Index()]", "cannot be indexed"),
