@@ -5,6 +5,10 @@ microseconds. In JSON (HTTP, CLI, scenarios) identities are hex strings and time
 microseconds; on the way in JSON also takes SpacetimeDB's wrapped forms
 (``{"__identity__": "0x..."}``, ``{"__timestamp_micros_since_unix_epoch__": n}``) and RFC 3339
 strings for timestamps.
+
+Stored values decode as they are (any i64 time: a module may have computed one); values that
+come in from outside (JSON, `convert`: reducer arguments over HTTP and the CLI, SQL literals,
+scenario values) must hold times in years 1 to 9999 UTC (`Timestamp.checked`).
 """
 
 from __future__ import annotations
@@ -80,6 +84,14 @@ def dec_hook(typ: type, obj: Any) -> Any:
     return typ(obj)
 
 
+def _dec_hook_in(typ: type, obj: Any) -> Any:
+    """`dec_hook` for values coming in: a Timestamp outside years 1 to 9999 UTC is refused."""
+    value = dec_hook(typ, obj)
+    if typ is Timestamp and not value.in_range():
+        Timestamp.checked(value.micros)  # raises, saying why
+    return value
+
+
 msgpack_encoder = msgspec.msgpack.Encoder(enc_hook=_enc_msgpack)
 json_encoder = msgspec.json.Encoder(enc_hook=_enc_json)
 
@@ -91,7 +103,7 @@ def to_builtins(obj: Any) -> Any:
 
 def convert(obj: Any, typ: Any) -> Any:
     """Validate and convert plain data (or already-typed values) to `typ`."""
-    return msgspec.convert(obj, typ, dec_hook=dec_hook)
+    return msgspec.convert(obj, typ, dec_hook=_dec_hook_in)
 
 
 def msgpack_decoder(typ: Any) -> msgspec.msgpack.Decoder[Any]:
@@ -99,4 +111,4 @@ def msgpack_decoder(typ: Any) -> msgspec.msgpack.Decoder[Any]:
 
 
 def json_decoder(typ: Any) -> msgspec.json.Decoder[Any]:
-    return msgspec.json.Decoder(typ, dec_hook=dec_hook)
+    return msgspec.json.Decoder(typ, dec_hook=_dec_hook_in)

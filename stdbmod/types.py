@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from typing import Any, TypeVar
+import re
+from typing import Annotated, Any, TypeVar
 
 import blake3
 import msgspec
@@ -195,36 +196,79 @@ class TimeDuration(_Micros):
 
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+# RFC 3339's date-time (section 5.6), which msgspec's datetime decoding alone would widen (a
+# space for the T, a +hhmm offset): date, T, time to the second, a fraction, Z or +hh:mm.
+_RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})")
+_AwareDatetime = Annotated[_dt.datetime, msgspec.Meta(tz=True)]
+_CYCLE_DAYS = 146_097  # the Gregorian calendar repeats every 400 years
+_CYCLE_MICROS = _CYCLE_DAYS * 86_400 * 1_000_000
 
 
 class Timestamp(_Micros):
-    """Microseconds since the Unix epoch, as SpacetimeDB's `Timestamp`."""
+    """Microseconds since the Unix epoch, as SpacetimeDB's `Timestamp`.
+
+    Any i64 is a Timestamp (a module may compute one), but a time that comes in from outside (a
+    JSON argument, an RFC 3339 string, a SQL literal, `run_after`) must fall in years 1 to 9999
+    UTC, what RFC 3339 and Python's datetime can write (`checked`): the same instant is then
+    accepted in every form or refused in every form."""
 
     __slots__ = ()
 
+    MIN_MICROS = -62_135_596_800_000_000  # 0001-01-01T00:00:00Z
+    MAX_MICROS = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z
+
+    @classmethod
+    def checked(cls, micros: int) -> Timestamp:
+        """`Timestamp(micros)`, refused (InvalidValue) outside years 1 to 9999 UTC."""
+        t = cls(micros)
+        if not cls.MIN_MICROS <= micros <= cls.MAX_MICROS:
+            raise InvalidValue(f"a time must fall in years 1 to 9999 (UTC); {t.isoformat()} ({micros} µs since the epoch) does not")
+        return t
+
+    def in_range(self) -> bool:
+        """Whether it falls in years 1 to 9999 UTC (`checked` would take it)."""
+        return self.MIN_MICROS <= self.micros <= self.MAX_MICROS
+
     @classmethod
     def from_datetime(cls, value: _dt.datetime) -> Timestamp:
+        """An aware datetime's instant; refused if in UTC it falls outside years 1 to 9999 (an
+        offset can carry 0001-01-01T00:00:00+01:00 into year 0)."""
         if value.tzinfo is None:
             raise InvalidValue("a Timestamp needs a timezone-aware datetime")
-        delta = value - _EPOCH
-        return cls((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
+        offset = value.utcoffset() or _dt.timedelta()
+        local = value.replace(tzinfo=_dt.UTC) - _EPOCH  # never overflows, unlike value - _EPOCH
+        delta = local - offset
+        return cls.checked((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
 
     @classmethod
     def parse(cls, text: str) -> Timestamp:
-        """An RFC 3339 time (``2026-01-01T00:00:00Z``); a naive time is read as UTC."""
+        """An RFC 3339 time (``2026-01-01T00:00:00Z``, ``2026-01-01t10:30:00.5+01:00``), and
+        nothing else ISO 8601 allows: no date alone, basic or week format, hour alone, ``+0100``
+        offset, comma decimals, nor a time without its offset (which UTC would only guess)."""
+        if not isinstance(text, str) or _RFC3339.fullmatch(text) is None:
+            raise InvalidValue(f"not an RFC 3339 time (e.g. 2026-01-01T09:30:00Z or 2026-01-01T10:30:00+01:00): {text!r}")
         try:
-            value = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            raise InvalidValue(f"not an RFC 3339 timestamp: {text!r}") from None
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.UTC)
+            value = msgspec.convert(text, _AwareDatetime)
+        except msgspec.ValidationError:
+            raise InvalidValue(f"not a valid RFC 3339 time: {text!r}") from None
         return cls.from_datetime(value)
 
     def to_datetime(self) -> _dt.datetime:
+        """As an aware datetime (UTC); InvalidValue outside years 1 to 9999 (see `isoformat`)."""
+        if not self.in_range():
+            raise InvalidValue(f"{self.isoformat()} is outside the years a datetime can hold")
         return _EPOCH + _dt.timedelta(microseconds=self.micros)
 
     def isoformat(self) -> str:
-        return self.to_datetime().isoformat().replace("+00:00", "Z")
+        """RFC 3339 (``2026-01-01T00:00:00Z``); any i64 writes, outside years 1 to 9999 with an
+        ISO 8601 expanded year (``+10000-01-01T00:00:00Z``), so a tool showing a stored value
+        never fails on it."""
+        if self.in_range():
+            return (_EPOCH + _dt.timedelta(microseconds=self.micros)).isoformat().replace("+00:00", "Z")
+        cycles, rest = divmod(self.micros - self.MIN_MICROS, _CYCLE_MICROS)  # 400-year cycles from year 1
+        shifted = _EPOCH + _dt.timedelta(microseconds=self.MIN_MICROS + rest)
+        year = shifted.year + 400 * cycles
+        return f"{year:+05d}" + shifted.isoformat()[4:].replace("+00:00", "Z")
 
     def __add__(self, other: TimeDuration) -> Timestamp:
         if not isinstance(other, TimeDuration):

@@ -37,15 +37,28 @@ def _job_id(request: Request) -> int:
     return job_id
 
 
+# Milliseconds below this are a time in 1970, which nobody schedules; read as seconds they are
+# a time in 1970-2969: the client sent seconds (Unix time) where the seed takes milliseconds.
+SECONDS_LIKE_BELOW = 365 * 86_400 * 1000
+
+
 def _run_after(value: int | str | None) -> Timestamp | None:
-    """Epoch milliseconds (Xano's timestamps) or an RFC 3339 string."""
+    """Epoch milliseconds (Xano's timestamps) or an RFC 3339 string (Timestamp.parse: RFC 3339
+    only, in years 1 to 9999). 0 is the epoch in either unit (ready at once); any other time in
+    1970 is refused as plausibly seconds."""
     if value is None:
         return None
     if isinstance(value, int):
-        return Timestamp(value * 1000)
+        if 0 < value < SECONDS_LIKE_BELOW:
+            raise HttpError(
+                400,
+                f"invalid run_after: {value} milliseconds since the epoch is {Timestamp(value * 1000).isoformat()}, in 1970; "
+                f"it looks like seconds ({Timestamp(value * 1_000_000).isoformat()}): send milliseconds ({value * 1000})",
+            )
+        return Timestamp(value * 1000)  # EpochMillis bounds it to years 1970 to 9999
     try:
-        return Timestamp.parse(value.upper())  # RFC 3339 allows a lowercase t and z
-    except (ValueError, OverflowError) as e:
+        return Timestamp.parse(value)
+    except ValueError as e:
         raise HttpError(400, f"invalid run_after: {e}") from None
 
 

@@ -43,6 +43,8 @@ _TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=ut
 def _when(t: Timestamp | None) -> str:
     if t is None:
         return ""
+    if not t.in_range():  # a stored time a datetime cannot hold (a module computed it)
+        return t.isoformat()
     return t.to_datetime().strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -141,7 +143,12 @@ def parse_time(text: str | None) -> Timestamp | None:
         return None
     try:
         return Timestamp.parse(text)
-    except (ValueError, OverflowError):
+    except ValueError:
+        pass
+    try:  # datetime-local (YYYY-MM-DDTHH:MM, no offset) is not RFC 3339: the form's fields are UTC
+        value = dt.datetime.fromisoformat(text)
+        return Timestamp.from_datetime(value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC))
+    except ValueError:
         raise HttpError(400, f"not a time: {text!r} (use YYYY-MM-DDTHH:MM, UTC)") from None
 
 
