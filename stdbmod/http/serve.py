@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import uvicorn
 
 from ..errors import DatabaseNotFound, StdbError, StoragePanic
-from ..local import identity, place
+from ..local import identity, place, serve_lock
 from ..local.datadir import keep_in_step, read_config
 from ..local.modspec import RETRY_SPEC, LoadedModule, ModuleSpecError, canonical_spec, load_module
 from ..local.publish import publish
@@ -155,6 +155,7 @@ def serve(
     path: Any = data_dir if place.is_url(data_dir) else Path(data_dir)
     sock = listen(host, port)
     metrics_socket = None
+    lock: serve_lock.ServeLock | None = None
     try:
         if metrics_port is not None:
             try:
@@ -166,6 +167,8 @@ def serve(
                 private.make_dir(path)
         except OSError as e:
             raise ServeError(f"cannot use {path}: {e.strerror}") from None
+        if isinstance(path, Path):
+            lock = serve_lock.hold(path)  # one server per directory, before anything is published
         loaded = resolve_module(path, module_path)
         key = load_or_create_key(path)
         prepare(path, loaded, key, owner=owner, owner_token=owner_token)
@@ -173,6 +176,8 @@ def serve(
         sock.close()
         if metrics_socket is not None:
             metrics_socket.close()
+        if lock is not None:
+            lock.release()
         raise
     if metrics_socket is not None:
         print(f"stdbmod: metrics without a token on http://{metrics_port_.LOOPBACK}:{metrics_socket.getsockname()[1]}/metrics", file=sys.stderr)
@@ -197,11 +202,15 @@ def serve(
     server = uvicorn.Server(config)
     _end_streams_on_exit(server, app)
     _tune_gc()
-    with _quiet_signals():
-        if metrics_socket is None:
-            server.run(sockets=[sock])
-        else:
-            metrics_port_.run_both(server, sock, metrics_port_.side_server(app.state.metrics_app, config), metrics_socket)
+    try:
+        with _quiet_signals():
+            if metrics_socket is None:
+                server.run(sockets=[sock])
+            else:
+                metrics_port_.run_both(server, sock, metrics_port_.side_server(app.state.metrics_app, config), metrics_socket)
+    finally:
+        if lock is not None:
+            lock.release()  # after the app closed the database
     return EXIT_PANIC if panicked.is_set() else 0
 
 

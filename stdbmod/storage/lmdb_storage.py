@@ -384,10 +384,19 @@ class LmdbStorage(Storage):
     def begin_write(self) -> WriteTxn:
         if self.readonly:
             raise StorageError(f"the database at {self.path} was opened read-only")
-        try:
-            return _LmdbWrite(self, self._env.begin(write=True, buffers=False))
-        except lmdb.Error as e:
-            raise _translate(e) from e
+        for attempt in range(3):
+            try:
+                return _LmdbWrite(self, self._env.begin(write=True, buffers=False))
+            except lmdb.MapResizedError as e:
+                # Another process (`stdbmod call` while this one serves) grew the map past ours:
+                # adopt its size and begin again now, rather than fail every write until some
+                # read happens to do it (begin_read adopts it the same way).
+                if attempt == 2:
+                    raise _translate(e) from e
+            except lmdb.Error as e:
+                raise _translate(e) from e
+            self._adopt_map_size()
+        raise AssertionError("unreachable")
 
     def _explain(self, e: lmdb.Error) -> Exception:
         """`_translate` for a failed commit. LMDB reports a short write as EIO ("Input/output
