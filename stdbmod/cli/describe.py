@@ -43,7 +43,7 @@ def _print_module(module: Module, name: str) -> None:
     hooks = [h for hs in module.lifecycle.values() for h in hs]
     internal = sorted([*(r for r in module.reducers.values() if not r.client_callable), *hooks], key=lambda r: r.name)
     if internal:
-        click.echo("not callable by clients: " + ", ".join(f"{r.name} ({r.kind})" for r in internal))
+        click.echo("not callable by clients (the owner may call the scheduled ones): " + ", ".join(f"{r.name} ({r.kind})" for r in internal))
     click.echo(f"\ntables ({len(module.tables)}; their column types: --json):")
     for t in sorted(module.tables.values(), key=lambda t: t.name):
         kind = "public" if t.public else "private"

@@ -22,6 +22,7 @@ import jwt
 import msgspec
 import platformdirs
 
+from ..errors import InvalidValue
 from ..types import Identity
 from .tokens import LOCAL_ISSUER, load_or_create_key
 
@@ -30,7 +31,7 @@ AUDIENCE = "stdbmod"
 FILE_NAME = "identity.json"
 
 
-class IdentityFileError(ValueError):
+class IdentityFileError(InvalidValue):
     """The identity file is missing, unreadable or inconsistent."""
 
 

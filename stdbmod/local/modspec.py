@@ -25,13 +25,14 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from ..errors import InvalidValue
 from ..module import Module
 
 RETRY_SPEC = "stdbmod.retry:default_retry"
 """The built-in task-retry module, published when no MODULE is given."""
 
 
-class ModuleSpecError(ValueError):
+class ModuleSpecError(InvalidValue):
     """The spec names nothing usable; the message says why, in one line."""
 
 

@@ -31,6 +31,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from ..errors import InvalidValue
+
 DEFAULT_START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
@@ -157,7 +159,7 @@ class Scenario(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         return f"{self.source}{line}: step {index}"
 
 
-class ScenarioFormatError(ValueError):
+class ScenarioFormatError(InvalidValue):
     """The file is not a valid scenario; the message names the file, the line and the problem."""
 
 

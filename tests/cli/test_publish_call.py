@@ -208,7 +208,7 @@ def test_describe_shows_defaults_and_wraps_between_parameters(invoke: Invoke, re
     monkeypatch.setenv("COLUMNS", "80")
     out = invoke("describe", "--data", retry_dir).stdout
     assert all(len(line) <= 80 for line in out.splitlines() if not line.startswith("not callable"))
-    assert "  fail(task_id: int, error: str, attempt: int | None = None)" in out
+    assert "\n  fail(task_id: int, error: str, attempt: int | None = None" in out
     enqueue = out[out.index("  enqueue(") : out.index("  enqueue_many(")]
     assert " ".join(enqueue.split()).startswith("enqueue(job_type: str, queue: str | None = None, payload: Any = None,")
     assert all(line.startswith("      ") for line in enqueue.splitlines()[1:])  # broken between parameters only

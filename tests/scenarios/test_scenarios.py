@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from stdbmod.cli import cli
-from stdbmod.scenarios import Report, Scenario, ScenarioFormatError, decode, load, run
+from stdbmod.scenarios import Report, Scenario, ScenarioFormatError, check, decode, load, run
 from stdbmod.scenarios import format as f
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -312,3 +312,15 @@ def test_unknown_reducers_and_tables_fail_before_any_step_runs(tmp_path: Path) -
     r = CliRunner().invoke(cli, ["replay", str(good), str(path)])
     assert r.exit_code == 2 and r.stderr.startswith(f"Error: {path}:20: step 4: no reducer 'sumbit'"), r.stderr
     assert "passed" not in r.stdout  # checked before the good file ran
+
+
+def test_the_owner_may_call_a_scheduled_reducer_and_others_are_checked_before_running() -> None:
+    text = (
+        'name = "x"\nmodule = "stdbmod.examples.bank"\nidentities = ["alice"]\n\n'
+        '[[steps]]\ndo = "call"\nreducer = "pay_interest"\n'
+        'args = [{ scheduled_id = 1, scheduled_at = { type = "time", time = 0 }, percent = 1 }]\n'
+    )
+    assert check(decode(text.encode(), fmt="toml", source="s.toml")) == []
+    as_alice = text.replace('reducer = "pay_interest"', 'as = "alice"\nreducer = "pay_interest"')
+    (problem,) = check(decode(as_alice.encode(), fmt="toml", source="s.toml"))
+    assert problem.startswith("s.toml:5: step 1: no reducer 'pay_interest' in module bank (its reducers: crash, open_account,")

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from ...errors import InvalidValue
 from ...types import ConnectionId, Identity
 from . import sats
 
@@ -71,7 +72,7 @@ _VARIANTS: dict[str, type[Any]] = {t.__name__: t for t in (CallReducer, Subscrib
 _U32 = (1 << 32) - 1
 
 
-class BadMessage(ValueError):
+class BadMessage(InvalidValue):
     """A client message that is not one of the protocol's (the connection is closed with it)."""
 
 
