@@ -12,7 +12,7 @@ from .errors import (
     UniqueConstraintViolation,
 )
 from .module import Module
-from .runtime import Database, ManualClock, Range, ReducerContext, Scheduler, SystemClock
+from .runtime import Database, ManualClock, ProcedureContext, Range, ReducerContext, Scheduler, SystemClock
 from .schema import Index, PrimaryKey, Unique
 from .types import At, ConnectionId, Every, Identity, ScheduleAt, TimeDuration, Timestamp
 
@@ -20,6 +20,7 @@ __all__ = [
     "Module",
     "Database",
     "ReducerContext",
+    "ProcedureContext",
     "Scheduler",
     "ManualClock",
     "SystemClock",

@@ -99,6 +99,25 @@ class Module:
 
         return register(func) if func is not None else register
 
+    @overload
+    def procedure(self, func: F) -> F: ...
+    @overload
+    def procedure(self, *, name: str | None = None) -> Callable[[F], F]: ...
+
+    def procedure(self, func: F | None = None, *, name: str | None = None) -> Any:
+        """Declare a procedure (SpacetimeDB 2.x): `(ctx: ProcedureContext, args...)`, run outside
+        any transaction on the procedure pool, so it may do I/O; `ctx.with_tx(fn)` writes.
+        Called as a reducer is, or fired by a schedule table (its row deleted first: at most
+        once). See runtime/procedures.py and docs/modules.md."""
+
+        def register(f: F) -> F:
+            r = build_reducer(f, "reducer", name, self._localns())
+            r.procedure = True
+            self._add_reducer(r)
+            return f
+
+        return register(func) if func is not None else register
+
     def _add_reducer(self, r: ReducerDef) -> None:
         if r.name in self.reducers:
             raise SchemaError(f"module {self.name} declares reducer {r.name} twice")

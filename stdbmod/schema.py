@@ -262,6 +262,8 @@ class ReducerDef:
     # `spread`: the function takes one instance of this Struct, whose fields are the reducer's
     # parameters (`Module.reducer(spread=True)`)
     spread: type[msgspec.Struct] | None = None
+    # a procedure (runtime/procedures.py): runs outside the writer, on the procedure pool
+    procedure: bool = False
     args_type: type[msgspec.Struct] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -290,11 +292,14 @@ class ReducerDef:
         return self.kind == "reducer"
 
     def describe(self) -> dict[str, Any]:
-        return {
+        described: dict[str, Any] = {
             "name": self.name,
             "kind": self.kind,
             "params": [{"name": n, "type": type_name(t), "required": d is inspect.Parameter.empty} for n, t, d in self.params],
         }
+        if self.procedure:  # only when set: the stored schemas of existing modules stay as they were
+            described["procedure"] = True
+        return described
 
     def signature(self) -> str:
         """`name(a: int, b: str | None = None)`: the parameters as a caller passes them."""

@@ -6,6 +6,7 @@ from .commitlog import CommitRecord, TableChange
 from .context import ReducerContext
 from .database import Database, ReadView
 from .dblog import LogLine
+from .procedures import ProcedureContext
 from .replay import apply_changes, reexecute
 from .scheduler import Scheduler
 from .tables import Range
@@ -20,6 +21,7 @@ __all__ = [
     "ReducerContext",
     "Database",
     "ReadView",
+    "ProcedureContext",
     "LogLine",
     "apply_changes",
     "reexecute",

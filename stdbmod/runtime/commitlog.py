@@ -15,7 +15,7 @@ from ..storage import ReadTxn, WriteTxn
 from . import spaces
 
 # "sql": an owner's INSERT / UPDATE / DELETE (runtime/sql.py), its text as the argument
-RecordKind = Literal["init", "call", "connect", "disconnect", "scheduled", "schedule_cleanup", "sql"]
+RecordKind = Literal["init", "call", "connect", "disconnect", "scheduled", "schedule_cleanup", "sql", "procedure"]
 
 
 class TableChange(msgspec.Struct, array_like=True, frozen=True):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
@@ -25,6 +26,7 @@ from .. import codec
 from ..errors import (
     ArgumentError,
     CallError,
+    DatabaseClosed,
     DatabaseNotFound,
     LifecycleCall,
     NoSuchReducer,
@@ -36,7 +38,7 @@ from ..schema import ReducerDef
 from ..storage import LmdbStorage, Storage, StorageFull
 from ..storage.postgres_url import is_url, open_url
 from ..types import ConnectionId, Identity, Timestamp
-from . import commitlog, schedules, spaces
+from . import commitlog, procedures, schedules, spaces
 from .backup import check_target
 from .clock import Clock, SystemClock
 from .commitlog import CommitRecord
@@ -134,6 +136,10 @@ def _store_schema(storage: Storage, module: Module, meta: Meta, index_changes: l
 class Database:
     """A database with one module. Thread-safe: calls from any thread go through one writer."""
 
+    # How many procedures may run at once (each on a thread of the procedure pool); set before
+    # the first procedure call to change it.
+    procedure_workers: int = procedures.DEFAULT_WORKERS
+
     def __init__(self, storage: Storage, module: Module, meta: Meta, clock: Clock) -> None:
         self.module = module
         self.meta = meta
@@ -141,6 +147,8 @@ class Database:
         self._writer = Writer(self._core.run_batch, meta.name)
         self.hooks: Hooks = self._core.hooks  # on_commit, on_schedule_change, on_panic, on_batch
         self._hub: Any = None  # runtime/subscriptions.py's Hub, made by the first subscribe
+        self._procedures: procedures.Procedures | None = None  # the procedure pool, made by the first procedure call
+        self._procedures_lock = threading.Lock()
         self._closed = False
 
     # --- creating and opening ------------------------------------------------------------------
@@ -393,13 +401,27 @@ class Database:
     def _submit(self, job: Job) -> Future[Any]:
         if self._writer.running_here():
             raise CallError("a reducer cannot call db.call(); call the other reducer function directly")
+        if isinstance(job, CallJob) and job.reducer_def is not None and job.reducer_def.procedure:
+            return self._procedure_pool().submit(
+                job.reducer_def, job.args, sender=job.sender, connection_id=job.connection_id, args_bytes=job.args_bytes
+            )
         return self._writer.submit(job)
 
     def _run(self, job: Job) -> Future[Any] | Done:
         """As `_submit`, for a caller that waits for the result: run here if the writer is idle."""
         if self._writer.running_here():
             raise CallError("a reducer cannot call db.call(); call the other reducer function directly")
+        if isinstance(job, CallJob) and job.reducer_def is not None and job.reducer_def.procedure:
+            return self._submit(job)
         return self._writer.run(job)
+
+    def _procedure_pool(self) -> procedures.Procedures:
+        with self._procedures_lock:
+            if self._closed:
+                raise DatabaseClosed("the database is closed")
+            if self._procedures is None:
+                self._procedures = procedures.Procedures(self, self.procedure_workers)
+            return self._procedures
 
     @staticmethod
     def _wait(fut: Future[Any] | Done) -> Any:
@@ -418,38 +440,53 @@ class Database:
         A storage failure (not a reducer's) is raised: the rows stay due for a later try."""
         fired = 0
         while fired < limit:
-            n, _ = self.fire_due(now, min(MAX_PASS, limit - fired))
+            n, _ = self.fire_due(now, min(MAX_PASS, limit - fired), wait_procedures=True)
             if not n:
                 break
             fired += n
         return fired
 
-    def fire_due(self, now: Timestamp | None = None, limit: int = MAX_PASS) -> tuple[int, Timestamp | None]:
+    def fire_due(self, now: Timestamp | None = None, limit: int = MAX_PASS, *, wait_procedures: bool = False) -> tuple[int, Timestamp | None]:
         """One pass of the scheduler: fire the rows due at `now` (default: the clock), at most
         `limit`, whatever instants they were due at, as one batch: each in its own nested
         transaction (a failing one aborts only itself), all under one commit. It runs on the
         calling thread when the writer is idle (no hand-off to wake up for). Returns how many
         fired and when the first row not fired is due (None: no other row). A storage failure
-        is raised: the rows stay due for a later try."""
+        is raised: the rows stay due for a later try. Scheduled procedures start once their rows
+        are settled; `wait_procedures` waits for them to end (the scheduler does not)."""
         with self._core.storage.begin_read() as r:
             due, nxt = schedules.due(r, now or self.clock.now(), limit)
         if not due:
             return 0, nxt
         if self._writer.running_here():
             raise CallError("a reducer cannot run the scheduler")
-        futures = self._writer.run_many([ScheduledJob(kind="scheduled", reducer="", sender=self.identity, queue_key=k) for k in due])
+        jobs = [ScheduledJob(kind="scheduled", reducer="", sender=self.identity, queue_key=k) for k in due]
+        futures = self._writer.run_many(jobs)
         storage_failure: StorageError | None = None
-        for f in futures:
+        started: list[Future[Any]] = []
+        for job, f in zip(jobs, futures):
             try:
                 f.result()
             except StorageError as e:
                 storage_failure = storage_failure or e
             except StdbError:
                 pass  # the failure is in the database log; the row was cleaned up
+            else:
+                if job.launch is not None:  # a scheduled procedure: its row is gone, now it runs
+                    rdef, row = job.launch
+                    started.append(self._procedure_pool().submit(
+                        rdef, (row,), sender=self.identity, args_bytes=job.args_bytes, timestamp=job.timestamp
+                    ))
         if storage_failure is not None:
             # Nothing was committed and the rows are still due: going round again would
             # spin as long as the storage fails (a full disk). The caller retries later.
             raise storage_failure
+        if wait_procedures:
+            for p in started:
+                try:
+                    p.result()
+                except StdbError:
+                    pass  # in the database log
         return len(due), nxt
 
     # --- subscriptions -------------------------------------------------------------------------
@@ -559,6 +596,10 @@ class Database:
         if self._closed:
             return
         self._closed = True
+        with self._procedures_lock:
+            pool, self._procedures = self._procedures, None
+        if pool is not None:
+            pool.close()  # before the writer: running procedures' transactions still go through
         self._writer.close()
         if self._hub is not None:
             self._hub.close()

@@ -110,6 +110,7 @@ class ScheduledJob(Job):
 
     queue_key: bytes = b""
     cleanup: bool = False  # the separate transaction after a failed run
+    launch: tuple[ReducerDef, Any] | None = None  # a procedure to start once this commits (and its row)
 
     def __post_init__(self) -> None:
         if self.queue_key:
@@ -137,6 +138,12 @@ class ScheduledJob(Job):
             rdef = contexts.module.reducers[handle.definition.scheduled or ""]
             self.reducer = rdef.name
             self.args_bytes = raw
+            if rdef.procedure:
+                # SpacetimeDB: a scheduled procedure's row goes *before* it runs (at most once);
+                # the database starts it once this settlement has committed
+                self._settle(tx, handle, row, pk_key)
+                self.launch = (rdef, row)
+                return None
             rdef.func(self.context_of(contexts, tx), row)
         self._settle(tx, handle, row, pk_key)
         return None

@@ -69,6 +69,8 @@ def _reexec_job(db: Database, r: CommitRecord) -> Job:
 
         hooks = db.module.lifecycle[hook_kind]
         return LifecycleJob(kind=r.kind, reducer=r.reducer, sender=sender, connection_id=conn, timestamp=ts, hooks=hooks, before=before)
+    if r.kind == "procedure":
+        return _ApplyJob(r)  # a procedure's with_tx ran a closure nobody can call again: its changes
     if r.kind == "sql":
         from .sql import SqlJob  # sqlglot is slow to import: only logs with SQL writes need it
 
