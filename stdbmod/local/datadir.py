@@ -14,7 +14,6 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import msgspec
 
@@ -30,10 +29,6 @@ class DataDirConfig(msgspec.Struct, frozen=True):
     module: str
     name: str
     format: int = 1
-
-
-def config_path(data: str | os.PathLike[str]) -> Path:
-    return Path(data) / CONFIG_NAME
 
 
 def write_config(data: str | os.PathLike[str], config: DataDirConfig) -> None:

@@ -151,6 +151,3 @@ def parse_time(text: str | None) -> Timestamp | None:
     except ValueError:
         raise HttpError(400, f"not a time: {text!r} (use YYYY-MM-DDTHH:MM, UTC)") from None
 
-
-def now_millis() -> int:
-    return int(dt.datetime.now(dt.UTC).timestamp() * 1000)
