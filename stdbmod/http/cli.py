@@ -8,6 +8,8 @@ import sys
 import click
 
 from ..errors import StdbError
+from .limits import DEFAULT_LIMITS as _DEFAULT
+from .limits import ConnectionLimits
 from .serve import serve
 
 
@@ -26,10 +28,22 @@ from .serve import serve
     "--metrics-port", type=click.IntRange(0, 65535), default=None,
     help="Also serve GET /metrics without a token on 127.0.0.1:PORT (loopback only; the main port's /metrics needs an admin token).",
 )
+@click.option(
+    "--max-connections", type=click.IntRange(min=1), default=_DEFAULT.max_connections, show_default=True,
+    help="Open connections at most; past it, the one idle longest is closed to make room (lowered to fit the open-file limit).",
+)
+@click.option(
+    "--header-timeout", type=click.FloatRange(min=0.1), default=_DEFAULT.header_timeout, show_default=True,
+    help="Seconds for a request's head to arrive whole, from the connection's opening or its previous response (408 after).",
+)
+@click.option(
+    "--keep-alive-timeout", type=click.IntRange(min=1), default=_DEFAULT.keep_alive_timeout, show_default=True,
+    help="Seconds an idle keep-alive connection stays open.",
+)
 @click.argument("module", required=False)
 def serve_command(
     data_dir: str, host: str, port: int, owner_token: str | None, token_ttl: float | None, log_level: str, access_log: bool,
-    metrics_port: int | None, module: str | None,
+    metrics_port: int | None, max_connections: int, header_timeout: float, keep_alive_timeout: int, module: str | None,
 ) -> None:
     """Serve the database at DATA over HTTP, publishing MODULE first when DATA holds none.
 
@@ -39,6 +53,7 @@ def serve_command(
         code = serve(
             data_dir, host, port, module, owner_token=owner_token, token_ttl=token_ttl, log_level=log_level, access_log=access_log,
             metrics_port=metrics_port,
+            limits=ConnectionLimits(max_connections=max_connections, header_timeout=header_timeout, keep_alive_timeout=keep_alive_timeout),
         )
     except StdbError as e:
         click.echo(f"error: {e}", err=True)

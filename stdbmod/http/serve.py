@@ -34,8 +34,10 @@ from ..runtime import Database
 from ..storage import private
 from ..types import Identity
 from . import inputs
+from . import limits as limits_
 from . import metrics_port as metrics_port_
 from .app import create_app
+from .limits import DEFAULT_LIMITS, ConnectionLimits
 
 log = logging.getLogger("stdbmod.http")
 
@@ -144,13 +146,15 @@ def serve(
     log_level: str = "info",
     access_log: bool = False,
     metrics_port: int | None = None,
+    limits: ConnectionLimits = DEFAULT_LIMITS,
 ) -> int:
     """Serve the database at `data_dir` on `host`:`port` until SIGTERM/SIGINT, publishing
     `module_path` (see `resolve_module`) first when there is none, owned by `owner`, or the
     identity of `owner_token`, or the CLI's identity. Returns the exit status: 0, or 70 after a
     storage panic. Raises ServeError (and other StdbErrors) when it cannot start. `access_log`
     logs a line per request (at info level), which costs CPU on every request. `metrics_port`
-    also serves GET /metrics without a token on 127.0.0.1:`metrics_port` (metrics_port.py)."""
+    also serves GET /metrics without a token on 127.0.0.1:`metrics_port` (metrics_port.py).
+    `limits` bound request heads, slow and idle connections and their number (guard.py)."""
     # a directory, or a PostgreSQL URL (several nodes may serve one database: docs/scaling.md)
     path: Any = data_dir if place.is_url(data_dir) else Path(data_dir)
     sock = listen(host, port)
@@ -191,12 +195,17 @@ def serve(
         if server is not None:
             server.should_exit = True
 
+    limits, note = limits_.fit_descriptors(limits)
+    if note is not None:
+        print(f"stdbmod: {note}", file=sys.stderr)
     app = create_app(lambda: Database.open(path, loaded.module), key=key, body_limit=body_limit, token_ttl=token_ttl, on_panic=on_panic)
     stack = fast_stack()
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=30, access_log=access_log,
         proxy_headers=False,  # nothing here reads the client's address; one ASGI layer less per request
-        http=stack.http, loop=stack.loop,
+        http=_protocol(stack, limits), loop=stack.loop,
+        timeout_keep_alive=limits.keep_alive_timeout,
+        h11_max_incomplete_event_size=limits.max_head,  # h11 (without httptools) bounds a head by itself: a 400
         ws_max_size=body_limit,  # one WebSocket message at most, as a request body; pings (20 s) find dead peers
     )
     server = uvicorn.Server(config)
@@ -252,6 +261,18 @@ def fast_stack() -> Stack:
     request for a fraction of h11's CPU, and uvloop does its socket I/O without giving up the GIL,
     so the event loop never queues behind the writer thread for it."""
     return Stack(http="httptools" if _importable("httptools") else "h11", loop="uvloop" if _importable("uvloop") else "asyncio")
+
+
+def _protocol(stack: Stack, limits: ConnectionLimits) -> Any:
+    """uvicorn's `http` setting: with httptools, its protocol bounded by `limits` (guard.py,
+    imported only then: it subclasses httptools' protocol). h11 bounds a head's size by itself
+    (`h11_max_incomplete_event_size`, a 400), and has uvicorn's keep-alive timeout, but no
+    head deadline and no connection cap (docs/reliability.md)."""
+    if stack.http != "httptools":
+        return stack.http
+    from .guard import protocol
+
+    return protocol(limits)
 
 
 def _importable(name: str) -> bool:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,9 +82,13 @@ class Server:
         return self.log.read_text()
 
 
-def start_server(data: Path, module: str | None = None, *args: str, wait: bool = True, port: int | None = None, home: Path | None = None) -> Server:
+def start_server(
+    data: Path, module: str | None = None, *args: str, wait: bool = True, port: int | None = None, home: Path | None = None,
+    preexec_fn: Callable[[], None] | None = None,
+) -> Server:
     """`python -m stdbmod.http --data DATA` on a free port; the CLI's identity (the owner of what
-    it publishes) lives in `home`, by default next to DATA."""
+    it publishes) lives in `home`, by default next to DATA. `preexec_fn` runs in the child before
+    the server starts (to lower a resource limit, say)."""
     port = port or free_port()
     home = home or data.parent / f"{data.name}-home"
     log = data.parent / f"{data.name}-server-{port}.log"
@@ -91,7 +96,7 @@ def start_server(data: Path, module: str | None = None, *args: str, wait: bool =
     if module:
         cmd.append(module)
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env(home), cwd=ROOT)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env(home), cwd=ROOT, preexec_fn=preexec_fn)
     server = Server(proc, data, port, log)
     if wait:
         try:

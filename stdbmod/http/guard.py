@@ -1,0 +1,222 @@
+"""The HTTP/1.1 connections of `stdbmod serve`: uvicorn's httptools protocol with bounded request
+heads, a deadline for each head, and a cap on the connections of one server.
+
+uvicorn and httptools bound none of these themselves: httptools buffers a header value (uvicorn
+the URL) that never ends, a connection that never sends a request stays open forever (uvicorn's
+keep-alive timer only starts after a first response), and `limit_concurrency` counts stalled
+connections too, so under such an attack it answers every legitimate request with a 503. This
+runs below the ASGI app, so all of it happens before authentication, on every route.
+
+- Heads: a request target longer than `max_request_line` bytes is a 414; more than `max_headers`
+  headers, or more than `max_header_bytes` bytes of names and values, a 431. Both answer JSON and
+  close the connection. Memory per connection stays within the limits plus one socket read,
+  whatever the client sends.
+- Deadlines: a request's head must be complete `header_timeout` seconds after the connection
+  opened or began waiting for its next request (a slow sender gets a 408 and is closed). An idle
+  keep-alive connection closes after uvicorn's `timeout_keep_alive`.
+- The cap: past `max_connections` open connections of one server, a new one makes room by
+  closing the connection that has waited longest without a request in progress (idle keep-alive
+  connections and unfinished heads go first, requests being served never); with none to close,
+  the newcomer gets a 503. So a flood of stalled connections cannot keep a legitimate client
+  out, and the file descriptors in use stay below the process's limit (`serve` keeps the cap
+  below it).
+
+A refused client gets its answer reliably: the server stops writing (FIN), reads and drops what
+the client still sends for at most `LINGER_SECONDS`, then closes, so the client's unsent bytes
+do not turn into a reset that would discard the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import Any, ClassVar
+
+import httptools
+from uvicorn.config import Config
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.server import ServerState
+
+from .. import codec
+from .limits import DEFAULT_LIMITS, ConnectionLimits
+
+LINGER_SECONDS = 2.0
+LINGER_BYTES = 1 << 20
+
+
+class HeadTooLarge(Exception):
+    """Raised from httptools' callbacks to stop parsing: the head breaks a limit."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+# connections of each server waiting for a request (none in progress), the longest-waiting first
+_waiting: weakref.WeakKeyDictionary[ServerState, dict[GuardedProtocol, None]] = weakref.WeakKeyDictionary()
+
+
+class GuardedProtocol(HttpToolsProtocol):
+    """Use `protocol(limits)`: a subclass that holds the limits."""
+
+    limits: ClassVar[ConnectionLimits] = DEFAULT_LIMITS
+
+    def __init__(self, config: Config, server_state: ServerState, app_state: dict[str, Any], _loop: asyncio.AbstractEventLoop | None = None) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self._waiting = _waiting.setdefault(server_state, {})
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._in_head = False  # a request's head has begun and is not complete
+        self._streamed = 0  # bytes received while the head stayed incomplete, after its first read
+        self._header_bytes = 0
+        self._header_count = 0
+        self._refused = False
+        self._lingered = 0
+
+    # --- the connection's life -------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.limits.max_connections and not self._make_room():
+            self._refuse(503, "too many connections; try again later")
+            return
+        self._wait_for_request()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_waiting()
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+    def _make_room(self) -> bool:
+        """Close the connection that has waited longest without a request in progress."""
+        for oldest in self._waiting:
+            oldest._stop_waiting()
+            oldest._cancel_head_timer()
+            oldest.transport.close()
+            return True
+        return False
+
+    def _wait_for_request(self) -> None:
+        self._waiting.pop(self, None)
+        self._waiting[self] = None  # the end: the most recent
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
+
+    def _stop_waiting(self) -> None:
+        self._waiting.pop(self, None)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        if self._in_head:
+            self._refuse(408, f"the request's head did not arrive within {self.limits.header_timeout:g} seconds")
+        else:
+            self._stop_waiting()
+            self.transport.close()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and not self.pipeline and self.cycle.response_complete:
+            self._wait_for_request()
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            self._linger(len(data))
+            return
+        self._unset_keepalive_if_required()
+        head_was_open = self._in_head
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as e:
+            if isinstance(e.__context__, HeadTooLarge):
+                self._refuse(e.__context__.status, e.__context__.message)
+            else:
+                self._bad_request()
+            return
+        except httptools.HttpParserError:
+            self._bad_request()
+            return
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+            return
+        if self._in_head and head_was_open:
+            # httptools keeps an unfinished header to itself: count what arrives while it lasts
+            self._streamed += len(data)
+            if self._streamed > self.limits.max_head:
+                self._refuse(431, f"the request's headers are larger than {self.limits.max_header_bytes} bytes")
+
+    def _bad_request(self) -> None:
+        self.logger.warning("Invalid HTTP request received.")
+        self._refuse(400, "invalid HTTP request")
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_head = True
+        self._streamed = self._header_bytes = self._header_count = 0
+        if self._head_timer is None:  # a pipelined request, begun while another is served
+            self._head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        if len(self.url) > self.limits.max_request_line:
+            raise HeadTooLarge(414, f"the request target is longer than {self.limits.max_request_line} bytes")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_count += 1
+        self._header_bytes += len(name) + len(value)
+        if self._header_count > self.limits.max_headers:
+            raise HeadTooLarge(431, f"more than {self.limits.max_headers} request headers")
+        if self._header_bytes > self.limits.max_header_bytes:
+            raise HeadTooLarge(431, f"the request's headers are larger than {self.limits.max_header_bytes} bytes")
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._cancel_head_timer()
+        self._stop_waiting()
+        super().on_headers_complete()
+
+    # --- refusing --------------------------------------------------------------------------------
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer `status` with a JSON message, then close (see the module's docstring)."""
+        self._refused = True
+        self._in_head = False
+        self._stop_waiting()
+        self._cancel_head_timer()
+        if self.transport.is_closing():
+            return
+        body = codec.json_encoder.encode({"error": message})
+        head = [STATUS_LINE[status]]
+        for name, value in self.server_state.default_headers:
+            head += [name, b": ", value, b"\r\n"]
+        head += [b"content-type: application/json\r\ncontent-length: ", str(len(body)).encode(), b"\r\nconnection: close\r\n\r\n"]
+        self.transport.write(b"".join(head) + body)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+            self.flow.resume_reading()
+            self.loop.call_later(LINGER_SECONDS, self.transport.close)
+        else:
+            self.transport.close()
+
+    def _linger(self, received: int) -> None:
+        self._lingered += received
+        if self._lingered > LINGER_BYTES:
+            self.transport.close()
+
+
+def protocol(limits: ConnectionLimits) -> type[GuardedProtocol]:
+    """The protocol class to give uvicorn (`Config(http=...)`) for these limits."""
+    return type("GuardedProtocol", (GuardedProtocol,), {"limits": limits})
+
