@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from ..errors import ReducerFailed, SenderError, StdbError
+from . import recurring as _recurring  # noqa: F401  (adds `tasks recurring` to the tasks group)
 from .backup import backup_command
 from .call import call, tick
 from .dashboard_url import dashboard_url

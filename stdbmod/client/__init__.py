@@ -23,7 +23,7 @@ from .errors import (
 from .execution import Outcome
 from .jobcontext import JobContext, current_job
 from .policy import GiveUp, RetryIn, Snooze
-from .types import Completion, DatabaseInfo, HistoryEntry, IdentityToken, Job, JobPage, LogLine, NewJob
+from .types import Completion, DatabaseInfo, HistoryEntry, IdentityToken, Job, JobPage, LogLine, NewJob, Recurring
 from .worker import Worker, WorkerSettings, WorkerStats
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "Job",
     "JobPage",
     "NewJob",
+    "Recurring",
     "Completion",
     "HistoryEntry",
     "IdentityToken",

@@ -12,7 +12,7 @@ from urllib.parse import quote
 import msgspec
 
 from .errors import ClientError, error_for
-from .types import Completion, DatabaseInfo, HistoryEntry, IdentityToken, Job, JobPage, LogLine, NewJob
+from .types import Completion, DatabaseInfo, HistoryEntry, IdentityToken, Job, JobPage, LogLine, NewJob, Recurring
 
 T = TypeVar("T")
 
@@ -174,6 +174,45 @@ def delete(job_id: int) -> Call[None]:
 
 def history(limit: int) -> Call[list[HistoryEntry]]:
     return Call("GET", PREFIX + "/history", lambda c: msgspec.json.decode(c, type=_History).items, params={"limit": limit})
+
+
+# --- recurring jobs (admin) --------------------------------------------------------------------------
+
+RECURRING = PREFIX + "/recurring"
+
+
+class _RecurringList(msgspec.Struct):
+    items: list[Recurring]
+
+
+def list_recurring() -> Call[list[Recurring]]:
+    return Call("GET", RECURRING, lambda c: msgspec.json.decode(c, type=_RecurringList).items)
+
+
+def add_recurring(name: str, cron: str, job: dict[str, Any], timezone: str | None, enabled: bool | None, catch_up: str | None,
+                  catch_up_limit: int | None) -> Call[Recurring]:  # fmt: skip
+    body = {"name": name, "cron": cron, "job": job, **_options(timezone=timezone, enabled=enabled, catch_up=catch_up, catch_up_limit=catch_up_limit)}
+    return Call("POST", RECURRING, _decoder(Recurring), body)
+
+
+def change_recurring(recurring_id: int, **changes: Any) -> Call[Recurring]:
+    return Call("PATCH", f"{RECURRING}/{recurring_id}", _decoder(Recurring), _options(**changes))
+
+
+def enable_recurring(recurring_id: int) -> Call[Recurring]:
+    return Call("POST", f"{RECURRING}/{recurring_id}/enable", _decoder(Recurring), {})
+
+
+def disable_recurring(recurring_id: int) -> Call[Recurring]:
+    return Call("POST", f"{RECURRING}/{recurring_id}/disable", _decoder(Recurring), {})
+
+
+def run_recurring_now(recurring_id: int) -> Call[Job]:
+    return Call("POST", f"{RECURRING}/{recurring_id}/run_now", _job, {})
+
+
+def delete_recurring(recurring_id: int) -> Call[None]:
+    return Call("DELETE", f"{RECURRING}/{recurring_id}", _none)
 
 
 # --- SpacetimeDB-style routes ----------------------------------------------------------------------

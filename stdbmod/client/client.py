@@ -17,7 +17,7 @@ import httpx
 from . import calls
 from .calls import Call
 from .errors import TransportError
-from .types import Completion, DatabaseInfo, HistoryEntry, IdentityToken, Job, JobPage, LogLine, NewJob, RunAfter
+from .types import Completion, DatabaseInfo, HistoryEntry, IdentityToken, Job, JobPage, LogLine, NewJob, Recurring, RunAfter
 
 T = TypeVar("T")
 
@@ -153,6 +153,31 @@ class Client:
     def history(self, limit: int = 100) -> list[HistoryEntry]:
         """The attempt history, newest first (admin)."""
         return self.send(calls.history(limit))
+
+    # --- recurring jobs (admin; docs/cron.md) ---------------------------------------------------------
+
+    def list_recurring(self) -> list[Recurring]:
+        return self.send(calls.list_recurring())
+
+    def add_recurring(self, name: str, cron: str, job: dict[str, Any], *, timezone: str | None = None, enabled: bool | None = None,
+                      catch_up: str | None = None, catch_up_limit: int | None = None) -> Recurring:  # fmt: skip
+        """A recurring job: `cron` (five fields or @hourly...) in `timezone` enqueues `job` (an enqueue body)."""
+        return self.send(calls.add_recurring(name, cron, job, timezone, enabled, catch_up, catch_up_limit))
+
+    def change_recurring(self, recurring_id: int, **changes: Any) -> Recurring:
+        return self.send(calls.change_recurring(recurring_id, **changes))
+
+    def enable_recurring(self, recurring_id: int) -> Recurring:
+        return self.send(calls.enable_recurring(recurring_id))
+
+    def disable_recurring(self, recurring_id: int) -> Recurring:
+        return self.send(calls.disable_recurring(recurring_id))
+
+    def run_recurring_now(self, recurring_id: int) -> Job:
+        return self.send(calls.run_recurring_now(recurring_id))
+
+    def delete_recurring(self, recurring_id: int) -> None:
+        return self.send(calls.delete_recurring(recurring_id))
 
     # --- roles and settings (the task-retry module's admin reducers) ---------------------------------
 
@@ -303,6 +328,30 @@ class AsyncClient:
 
     async def history(self, limit: int = 100) -> list[HistoryEntry]:
         return await self.send(calls.history(limit))
+
+    # --- recurring jobs ------------------------------------------------------------------------------
+
+    async def list_recurring(self) -> list[Recurring]:
+        return await self.send(calls.list_recurring())
+
+    async def add_recurring(self, name: str, cron: str, job: dict[str, Any], *, timezone: str | None = None, enabled: bool | None = None,
+                            catch_up: str | None = None, catch_up_limit: int | None = None) -> Recurring:  # fmt: skip
+        return await self.send(calls.add_recurring(name, cron, job, timezone, enabled, catch_up, catch_up_limit))
+
+    async def change_recurring(self, recurring_id: int, **changes: Any) -> Recurring:
+        return await self.send(calls.change_recurring(recurring_id, **changes))
+
+    async def enable_recurring(self, recurring_id: int) -> Recurring:
+        return await self.send(calls.enable_recurring(recurring_id))
+
+    async def disable_recurring(self, recurring_id: int) -> Recurring:
+        return await self.send(calls.disable_recurring(recurring_id))
+
+    async def run_recurring_now(self, recurring_id: int) -> Job:
+        return await self.send(calls.run_recurring_now(recurring_id))
+
+    async def delete_recurring(self, recurring_id: int) -> None:
+        return await self.send(calls.delete_recurring(recurring_id))
 
     # --- roles and settings --------------------------------------------------------------------------
 

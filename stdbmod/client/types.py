@@ -139,3 +139,22 @@ class Completion(msgspec.Struct, omit_defaults=True, frozen=True):
     id: int
     result: Any = None
     attempt: int | None = None
+
+
+class Recurring(msgspec.Struct, frozen=True):
+    """A recurring job (docs/cron.md): `cron` in `timezone` enqueues `job` at each instant;
+    `catch_up` ("skip", "one", "each") says what a firing does with instants missed while the
+    server was down. Times in epoch milliseconds."""
+
+    id: int
+    name: str
+    cron: str
+    timezone: str
+    job: dict[str, Any]
+    enabled: bool
+    catch_up: str
+    catch_up_limit: int
+    last_fired: Millis
+    next_fire: Millis | None = None
+    created_at: Millis = 0
+    updated_at: Millis = 0

@@ -242,3 +242,65 @@ class Logs(msgspec.Struct):
 
 class Error(msgspec.Struct):
     error: str
+
+
+# --- recurring jobs (cron) -----------------------------------------------------------------------
+
+CatchUp = Literal["skip", "one", "each"]
+CronText = Annotated[str, Meta(min_length=1, max_length=200, description="five cron fields, or @hourly, @daily, @weekly, @monthly, @yearly")]
+ZoneName = Annotated[str, Meta(min_length=1, max_length=200, description="an IANA time zone, e.g. UTC or Europe/Paris")]
+CatchUpLimit = Annotated[int, Meta(ge=1, le=limits.MAX_BATCH)]
+
+
+class RecurringJob(msgspec.Struct, forbid_unknown_fields=True):
+    """The job a recurring entry enqueues: an enqueue body without run_after and idempotency_key
+    (each firing sets them)."""
+
+    job_type: Name
+    queue: Name | None = None
+    payload: FreeJson = None
+    max_attempts: Annotated[int, Meta(ge=1, le=limits.MAX_ATTEMPTS_LIMIT)] | None = None
+    backoff_seconds: Annotated[int, Meta(ge=0, le=limits.MAX_BACKOFF_SECONDS)] | None = None
+    priority: Annotated[int, Meta(ge=-limits.PRIORITY_LIMIT, le=limits.PRIORITY_LIMIT)] = 0
+    max_backoff_seconds: Annotated[int, Meta(ge=0, le=limits.MAX_BACKOFF_SECONDS)] | None = None
+    backoff_jitter: Annotated[float, Meta(ge=0.0, le=1.0)] = 0.0
+
+
+class RecurringBody(msgspec.Struct, forbid_unknown_fields=True):
+    name: Name
+    cron: CronText
+    job: RecurringJob
+    timezone: ZoneName = "UTC"
+    enabled: bool = True
+    catch_up: CatchUp = "skip"
+    catch_up_limit: CatchUpLimit = 10
+
+
+class RecurringChangeBody(msgspec.Struct, forbid_unknown_fields=True):
+    """The fields to change; absent ones stay."""
+
+    name: Name | None = None
+    cron: CronText | None = None
+    timezone: ZoneName | None = None
+    job: RecurringJob | None = None
+    catch_up: CatchUp | None = None
+    catch_up_limit: CatchUpLimit | None = None
+
+
+class RecurringOut(msgspec.Struct):
+    id: int
+    name: str
+    cron: str
+    timezone: str
+    job: dict[str, Any]
+    enabled: bool
+    catch_up: CatchUp
+    catch_up_limit: int
+    last_fired: Millis
+    next_fire: Millis | None
+    created_at: Millis
+    updated_at: Millis
+
+
+class RecurringList(msgspec.Struct):
+    items: list[RecurringOut]

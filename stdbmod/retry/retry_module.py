@@ -22,6 +22,7 @@ from . import transitions
 from .errors import InvalidArgument
 from .handlers import Handler, HandlerContext
 from .limits import check_name
+from .recurring import declare_recurring_reducers, declare_recurring_tables
 from .reducers import declare_reducers
 from .roles import is_admin, is_worker
 from .tables import NewTask, Task, declare_tables
@@ -36,6 +37,8 @@ class RetryModule:
         self.handlers: dict[str, Handler] = {}
         declare_tables(self.module)
         declare_reducers(self.module, self.handlers)
+        declare_recurring_tables(self.module)
+        declare_recurring_reducers(self.module, self.handlers)
         # SQL and subscriptions: admins read every private table, workers the tasks (to wake on them)
         self.module.reader("retry admins")(is_admin)
         self.module.reader("retry workers", tables=("task",))(is_worker)

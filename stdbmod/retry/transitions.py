@@ -125,7 +125,7 @@ def reap(ctx: ReducerContext, handlers: Handlers, task: Task) -> None:
 # --- creating ----------------------------------------------------------------------------------------
 
 
-def create_task(ctx: ReducerContext, handlers: Handlers, spec: NewTask) -> Task:
+def create_task(ctx: ReducerContext, handlers: Handlers, spec: NewTask, recurring_id: int | None = None) -> Task:
     """Insert a queued task from a `checked` spec (or return the one already holding its
     idempotency key). A job type with a handler gets its first attempt scheduled at run_after:
     at once, by default."""
@@ -156,6 +156,7 @@ def create_task(ctx: ReducerContext, handlers: Handlers, spec: NewTask) -> Task:
             idempotency_key=spec.idempotency_key,
             max_backoff_seconds=spec.max_backoff_seconds,
             backoff_jitter=spec.backoff_jitter,
+            recurring_id=recurring_id,
         )
     )
     if in_module:

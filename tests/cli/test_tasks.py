@@ -98,3 +98,24 @@ def test_run_now(invoke: Invoke, retry_dir: str) -> None:
     assert as_json(invoke("tasks", "show", "--data", retry_dir, "1", "--json"))["status"] == "running"
     r = invoke("tasks", "run-now", "--data", retry_dir, "1", code=1)
     assert r.stderr.strip() == "Error: task 1 is running; only a queued task can be made to run now"
+
+
+def test_recurring(invoke: Invoke, retry_dir: str) -> None:
+    added = as_json(invoke("tasks", "recurring", "add", "--data", retry_dir, "nightly", "@daily", "--job-type", "report",
+                           "--payload", '{"kind": "sales"}', "--timezone", "Europe/Paris", "--catch-up", "each", "--json"))  # fmt: skip
+    assert (added["cron"], added["timezone"], added["catch_up"], added["job"]["payload"]) == ("0 0 * * *", "Europe/Paris", "each", {"kind": "sales"})
+    assert "nightly" in invoke("tasks", "recurring", "list", "--data", retry_dir).stdout
+    changed = as_json(invoke("tasks", "recurring", "change", "--data", retry_dir, "1", "--cron", "*/5 * * * *", "--json"))
+    assert changed["cron"] == "*/5 * * * *" and changed["job"]["job_type"] == "report"
+    assert as_json(invoke("tasks", "recurring", "disable", "--data", retry_dir, "1", "--json"))["enabled"] is False
+    assert as_json(invoke("tasks", "recurring", "enable", "--data", retry_dir, "1", "--json"))["enabled"] is True
+    task = as_json(invoke("tasks", "recurring", "run-now", "--data", retry_dir, "1", "--json"))
+    assert (task["job_type"], task["recurring_id"]) == ("report", 1)
+    assert as_json(invoke("tasks", "recurring", "delete", "--data", retry_dir, "1", "--json")) == {"deleted": 1}
+    assert as_json(invoke("tasks", "recurring", "list", "--data", retry_dir, "--json")) == []
+    r = invoke("tasks", "recurring", "add", "--data", retry_dir, "bad", "61 * * * *", "--job-type", "x", code=2)
+    assert r.stderr.strip() == "Error: cron: '61 * * * *': Bad minute"
+    r = invoke("tasks", "recurring", "enable", "--data", retry_dir, "9", code=1)
+    assert r.stderr.strip() == "Error: no recurring entry with id 9"
+    r = invoke("tasks", "recurring", "list", "--data", retry_dir, "--as", STRANGER, code=1)
+    assert "only an admin" in r.stderr

@@ -33,6 +33,7 @@ from stdbmod.client import (
     LogLine,
     NewJob,
     NotFound,
+    Recurring,
     ReducerError,
     ServerError,
     TransportError,
@@ -236,6 +237,8 @@ def test_the_client_covers_every_route_of_the_openapi_document(world: World) -> 
         calls.claim(None, None, None), calls.claim_many(2, None, None, None), calls.complete(1, None, None),
         calls.complete_many([Completion(1)]), calls.fail(1, "e", None), calls.heartbeat(1, None, None), calls.cancel(1, None),
         calls.snooze(1, 5, None), calls.run_now(1),
+        calls.list_recurring(), calls.add_recurring("n", "@daily", {"job_type": "x"}, None, None, None, None), calls.change_recurring(1),
+        calls.enable_recurring(1), calls.disable_recurring(1), calls.run_recurring_now(1), calls.delete_recurring(1),
         calls.dead_letter(None, 1, 50), calls.requeue(1), calls.delete(1), calls.history(10), calls.ping(), calls.new_identity(),
         calls.verify("c200"), calls.database_info("retry"), calls.call_reducer("retry", "r", []), calls.schema("retry"), calls.logs("retry", None),
         calls.openapi(), calls.metrics(), calls.database_identity("retry"), calls.sql("retry", "SELECT 1"),
@@ -245,6 +248,7 @@ def test_the_client_covers_every_route_of_the_openapi_document(world: World) -> 
 
     def template(path: str) -> str:
         path = re.sub(r"/(jobs|dlq)/1(?=/|$)", r"/\1/{job_id}", path)
+        path = re.sub(r"/recurring/1(?=/|$)", "/recurring/{recurring_id}", path)
         path = re.sub(r"^/v1/database/retry", "/v1/database/{db}", path)
         return path.replace("/identity/c200/", "/identity/{identity}/").replace("/call/r", "/call/{reducer}")
 
@@ -254,7 +258,7 @@ def test_the_client_covers_every_route_of_the_openapi_document(world: World) -> 
 
 
 @pytest.mark.parametrize(("ours", "theirs"), [(Job, "Job"), (JobPage, "JobPage"), (HistoryEntry, "AttemptOut"), (IdentityToken, "IdentityToken"),
-                                              (DatabaseInfo, "DatabaseInfo"), (LogLine, "LogLineOut")])
+                                              (DatabaseInfo, "DatabaseInfo"), (LogLine, "LogLineOut"), (Recurring, "RecurringOut")])
 def test_the_client_types_have_the_fields_of_the_servers_answers(world: World, ours: type[msgspec.Struct], theirs: str) -> None:
     schema = _openapi(world)["components"]["schemas"][theirs]
     assert set(ours.__struct_fields__) == set(schema["properties"])

@@ -31,6 +31,7 @@ class World:
     headers: dict[str, dict[str, str]]
     identities: dict[str, str]
     job_id: int
+    recurring_id: int = 0
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,10 @@ def world(retry_server: Server, roles: Roles) -> World:
     identities = {**roles.identities, "owner": owner_identity}
     job = httpx.post(f"{retry_server.base}/api:job-retry/jobs", json={"job_type": "matrix", "queue": "matrix"}, headers=headers["owner"])
     assert job.status_code == 200
-    return World(retry_server, roles, headers, identities, job.json()["id"])
+    rec = httpx.post(f"{retry_server.base}/api:job-retry/recurring", headers=headers["owner"],
+                     json={"name": "matrix", "cron": "@daily", "job": {"job_type": "matrix", "queue": "matrix"}})  # fmt: skip
+    assert rec.status_code == 200, rec.text
+    return World(retry_server, roles, headers, identities, job.json()["id"], rec.json()["id"])
 
 
 # (method, path, body, who may use it). A callable path or body is given the caller's role name.
@@ -86,6 +90,13 @@ ROUTES: list[Route] = [
     ("POST", lambda w, who: f"{J}/dlq/{w.job_id}/requeue", None, "admin"),
     ("DELETE", lambda w, who: f"{J}/dlq/{w.job_id}", None, "admin"),
     ("GET", f"{J}/history", None, "admin"),
+    ("GET", f"{J}/recurring", None, "admin"),
+    ("POST", f"{J}/recurring", lambda w, who: {"name": f"matrix-{who}", "cron": "@daily", "job": {"job_type": "matrix", "queue": "matrix"}}, "admin"),
+    ("PATCH", lambda w, who: f"{J}/recurring/{w.recurring_id}", {"catch_up": "one"}, "admin"),
+    ("POST", lambda w, who: f"{J}/recurring/{w.recurring_id}/disable", {}, "admin"),
+    ("POST", lambda w, who: f"{J}/recurring/{w.recurring_id}/enable", {}, "admin"),
+    ("POST", lambda w, who: f"{J}/recurring/{w.recurring_id}/run_now", {}, "admin"),
+    ("DELETE", lambda w, who: f"{J}/recurring/{w.recurring_id + 1000}", None, "admin"),
 ]
 
 ALLOWED = {
@@ -100,7 +111,7 @@ ALLOWED = {
 def _request(w: World, route: Route, who: str) -> httpx.Response:
     method, path, body, _ = route
     url = w.server.base + (path(w, who) if callable(path) else path)
-    return httpx.request(method, url, json=body, headers=w.headers[who])
+    return httpx.request(method, url, json=body(w, who) if callable(body) else body, headers=w.headers[who])
 
 
 def _id(route: Route) -> str:
