@@ -111,14 +111,14 @@ async def enqueue_many(ctx: ServerContext, request: Request) -> Response:
     caller = ctx.caller(request)
     b = await inputs.body(request, wire.EnqueueManyBody, ctx.body_limit)
     tasks = await _write(ctx, "enqueue_many", [_new_task(j) for j in b.jobs], sender=caller)
-    return json_response(wire.Jobs([render.job(t) for t in tasks]))
+    return await render.jobs_response(tasks)
 
 
 async def claim_many(ctx: ServerContext, request: Request) -> Response:
     caller = ctx.caller(request)
     b = await inputs.body(request, wire.ClaimManyBody, ctx.body_limit)
     tasks = await _write(ctx, "claim_many", b.limit, b.queue, b.worker_id, b.lease_seconds, sender=caller)
-    return json_response(wire.Jobs([render.job(t) for t in tasks]))
+    return await render.jobs_response(tasks)
 
 
 async def complete_many(ctx: ServerContext, request: Request) -> Response:
@@ -127,7 +127,7 @@ async def complete_many(ctx: ServerContext, request: Request) -> Response:
     if any(j.id > MAX_ID for j in b.jobs):
         raise HttpError(404, f"no such job: {max(j.id for j in b.jobs)}")
     tasks = await _write(ctx, "complete_many", [Completion(j.id, j.result, j.attempt) for j in b.jobs], sender=caller)
-    return json_response(wire.Jobs([render.job(t) for t in tasks]))
+    return await render.jobs_response(tasks)
 
 
 def _job_action(reducer: str, body_type: Any, *fields: str) -> Callable[[ServerContext, Request], Awaitable[Response]]:
