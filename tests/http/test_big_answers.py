@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from stdbmod import codec
-from stdbmod.http import render
+from stdbmod.http import render, wire
 from stdbmod.retry import create_retry_module
 
 from .clocked import clocked_server
@@ -61,5 +61,5 @@ def test_the_answer_is_the_same_json_either_way(tmp_path: Path) -> None:
         queue = fresh_queue()
         worker.ok("POST", "/jobs/enqueue_many", {"jobs": [{"job_type": "j", "queue": queue, "payload": PAYLOAD, "priority": i} for i in range(40)]})
         tasks = s.db.call("claim_many", 40, queue, None, None, sender=s.identities["worker"])
-        whole = codec.json_encoder.encode(render.wire.Jobs([render.job(t) for t in tasks]))
+        whole = codec.json_encoder.encode(wire.Jobs([render.job(t) for t in tasks]))
         assert render._encode_jobs(tasks) == whole
