@@ -28,7 +28,7 @@ from ..errors import DatabaseNotFound, StdbError, StoragePanic
 from ..local import identity, place, serve_lock
 from ..local.datadir import keep_in_step, read_config
 from ..local.modspec import RETRY_SPEC, LoadedModule, ModuleSpecError, canonical_spec, load_module
-from ..local.publish import publish
+from ..local.publish import finish_interrupted, publish
 from ..local.tokens import SigningKey, load_or_create_key
 from ..runtime import Database
 from ..storage import private
@@ -116,6 +116,32 @@ def prepare(
     print(f"stdbmod: published {loaded.spec} as {done.name} at {data_dir}", file=sys.stderr)
 
 
+def start(
+    path: Any, module_path: str | None, *, owner: Identity | None = None, owner_token: str | None = None
+) -> tuple[LoadedModule, SigningKey, serve_lock.ServeLock | None]:
+    """What `serve` does before it serves: take the directory (made private if new) for this
+    process alone, finish a first start that was killed midway, then publish or check the
+    database (`prepare`). The module, the signing key, and the lock to hold while serving (None
+    for a PostgreSQL URL)."""
+    lock = None
+    try:
+        if isinstance(path, Path):
+            try:
+                private.make_dir(path)
+            except OSError as e:
+                raise ServeError(f"cannot use {path}: {e.strerror}") from None
+            lock = serve_lock.hold(path)  # one server per directory, before anything is published
+            finish_interrupted(path)
+        loaded = resolve_module(path, module_path)
+        key = load_or_create_key(path)
+        prepare(path, loaded, key, owner=owner, owner_token=owner_token)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    return loaded, key, lock
+
+
 def listen(host: str, port: int) -> socket.socket:
     """A socket bound to `host`:`port`, before anything is published: a port in use is one
     line, and the data directory stays as it was."""
@@ -159,29 +185,17 @@ def serve(
     path: Any = data_dir if place.is_url(data_dir) else Path(data_dir)
     sock = listen(host, port)
     metrics_socket = None
-    lock: serve_lock.ServeLock | None = None
     try:
         if metrics_port is not None:
             try:
                 metrics_socket = listen(metrics_port_.LOOPBACK, metrics_port)
             except ServeError as e:
                 raise ServeError(f"--metrics-port {metrics_port}: {e}") from None
-        try:
-            if isinstance(path, Path):
-                private.make_dir(path)
-        except OSError as e:
-            raise ServeError(f"cannot use {path}: {e.strerror}") from None
-        if isinstance(path, Path):
-            lock = serve_lock.hold(path)  # one server per directory, before anything is published
-        loaded = resolve_module(path, module_path)
-        key = load_or_create_key(path)
-        prepare(path, loaded, key, owner=owner, owner_token=owner_token)
+        loaded, key, lock = start(path, module_path, owner=owner, owner_token=owner_token)
     except BaseException:
         sock.close()
         if metrics_socket is not None:
             metrics_socket.close()
-        if lock is not None:
-            lock.release()
         raise
     if metrics_socket is not None:
         print(f"stdbmod: metrics without a token on http://{metrics_port_.LOOPBACK}:{metrics_socket.getsockname()[1]}/metrics", file=sys.stderr)

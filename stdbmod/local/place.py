@@ -5,7 +5,9 @@ files through here, so both kinds work wherever `--data` is taken."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +38,62 @@ def write_file(data: str | os.PathLike[str], name: str, body: bytes, *, secret: 
     p = Path(data) / name
     if not replace and p.exists():
         return False
-    tmp = p.with_name(p.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, private.FILE_MODE)
-    with os.fdopen(fd, "wb") as f:
-        f.write(body)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, p)
+    tmp = p.with_name(temp_name(name))
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, private.FILE_MODE)
+        with os.fdopen(fd, "wb") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)  # after a failure; after the rename it is gone already
+    sync_dir(data)
     return True
+
+
+def temp_name(name: str) -> str:
+    """Where a file of a data directory is written before it is renamed into place: hidden, with
+    its writer's pid (two writers never share one), so `remove_stale_temps` can tell a file a
+    killed process left from one a live process is writing."""
+    return f".{name}.{os.getpid()}.tmp"
+
+
+_TEMP = re.compile(r"\..+\.([0-9]+)\.tmp")
+
+
+def remove_stale_temps(data: str | os.PathLike[str]) -> list[str]:
+    """Remove the temporary files (`temp_name`) of processes that are gone (killed between
+    writing and renaming); the names removed."""
+    gone = []
+    for entry in os.listdir(data):
+        m = _TEMP.fullmatch(entry)
+        if m is None or _alive(int(m.group(1))):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(data, entry))
+            gone.append(entry)
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+def sync_dir(data: str | os.PathLike[str]) -> None:
+    """fsync a directory, so the names just made or renamed in it survive a crash."""
+    fd = os.open(data, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def remove_file(data: str | os.PathLike[str], name: str) -> None:

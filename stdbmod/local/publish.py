@@ -2,13 +2,20 @@
 
 A published directory holds everything the CLI and the server need to open it again:
 
-- ``data.mdb`` / ``lock.mdb``: the database (LMDB), its module's init already run;
+- ``data.mdb`` (and ``lock.mdb``, which LMDB makes on the first open): the database, its module's init already run;
 - ``stdbmod.json``: which module's code opens it (the runtime stores the schema, not the code);
 - ``jwt.key``: the server's signing key (0600);
 - ``owner.token``: a token for the owner signed with that key (0600), when the owner is the CLI's
   own identity (an owner named by a token already holds one).
 
 A publish that fails leaves the directory as it was: nothing it created stays behind.
+
+A publish is atomic from the CLI's point of view: the database is made (its init run) in
+``DIR/.publishing/``, ``stdbmod.json`` is written, and only then does ``data.mdb`` move into DIR,
+in one rename. A process killed before that rename leaves no database (every command says "no
+database at DIR"), and the next publish or `serve` removes what it left (`finish_interrupted`);
+killed after it, the database is whole. Files are written under temporary names and renamed, so
+none is ever half written, and temporaries of killed processes are removed the same way.
 """
 
 from __future__ import annotations
@@ -58,6 +65,24 @@ def module_to_publish(spec: str | None) -> tuple[str, LoadedModule]:
     return canonical_spec(spec), load_module(spec)
 
 
+STAGING = ".publishing"
+"""Where `publish` makes the database before it moves into the directory."""
+
+
+def finish_interrupted(path: Path) -> None:
+    """Clean up after a publish killed midway (nothing to do for one that never ran): its
+    staging directory; the stdbmod.json it recorded, if its database never moved in; the
+    temporary files of processes that are gone. No other process may be publishing there."""
+    if not path.is_dir():
+        return
+    staging = path / STAGING
+    if staging.exists():
+        if not place.holds_storage(path):
+            place.remove_file(path, CONFIG_NAME)  # recorded just before the rename that never came
+        shutil.rmtree(staging, ignore_errors=True)
+    place.remove_stale_temps(path)
+
+
 def holds_database(data: str | os.PathLike[str]) -> bool:
     """Whether `data` already holds a database (its LMDB file or its stdbmod.json)."""
     return place.holds_storage(data) or read_config(data) is not None
@@ -81,6 +106,7 @@ def publish(
     if place.is_url(data):
         return _publish_in_database(str(data), spec, loaded, owner=owner, name=name, key=key)
     path = Path(data)
+    finish_interrupted(path)
     if holds_database(path):
         raise DatabaseExists(f"a database already exists at {path}")
     existed = path.is_dir()
@@ -94,12 +120,17 @@ def publish(
             owner = me.value
             token_file = path / OWNER_TOKEN_FILE
             write_secret_file(token_file, key.issue_token(key.claims(me.subject, issuer=me.issuer)) + "\n", replace=True)
-        db = Database.create(path, loaded.module, owner=owner, name=name)
+        staging = path / STAGING
+        db = Database.create(staging, loaded.module, owner=owner, name=name)
         try:
-            write_config(path, DataDirConfig(module=spec, name=db.name))
-            return Published(str(path), spec, db.name, db.identity, db.owner, str(token_file) if token_file else None)
+            done = Published(str(path), spec, db.name, db.identity, db.owner, str(token_file) if token_file else None)
         finally:
             db.close()
+        write_config(path, DataDirConfig(module=spec, name=done.name))
+        os.rename(staging / "data.mdb", path / "data.mdb")  # the moment the database exists
+        place.sync_dir(path)
+        shutil.rmtree(staging)  # and its lock.mdb: LMDB makes one beside data.mdb on first open
+        return done
     except BaseException:
         _undo(path, existed, before)
         raise
@@ -167,6 +198,7 @@ def _undo(path: Path, existed: bool, before: set[str]) -> None:
     if not existed:
         shutil.rmtree(path, ignore_errors=True)
         return
+    shutil.rmtree(path / STAGING, ignore_errors=True)
     for f in (*DATA_FILES, KEY_FILE, OWNER_TOKEN_FILE, CONFIG_NAME):
         if f not in before:
             try:

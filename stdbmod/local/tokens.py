@@ -13,6 +13,7 @@ The CLI shares this module: it signs the local identity's token with the same ke
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
@@ -152,21 +153,24 @@ def write_secret_file(path: str | os.PathLike[str], text: str, *, replace: bool 
     """Write `text` to a file only its owner can read (0600), durably. Without `replace`, a file
     that already exists raises FileExistsError (two processes racing create it once)."""
     p = Path(path)
-    if replace:
-        tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-        _write_new(tmp, text)
-        os.replace(tmp, p)
-    else:
-        _write_new(p, text)
-
-
-def _write_new(p: Path, text: str) -> None:
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    # Written whole under a temporary name first: a process killed mid-write must not leave a
+    # short key or token under the real name (a later start would refuse the directory).
+    tmp = p.with_name(place.temp_name(p.name))
     try:
-        os.write(fd, text.encode())
-        os.fsync(fd)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, private.FILE_MODE)
+        try:
+            os.write(fd, text.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if replace:
+            os.replace(tmp, p)
+        else:
+            os.link(tmp, p)  # FileExistsError if it exists, as O_EXCL: the first writer wins
     finally:
-        os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    place.sync_dir(p.parent)
 
 
 def _key_in_database(data: str, issuer: str, issuers: Iterable[str]) -> SigningKey:
