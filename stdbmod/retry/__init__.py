@@ -12,6 +12,7 @@ from typing import Any
 from . import queries
 from .errors import GiveUp, InvalidArgument, InvalidTransition, NotAuthorized, RetryableError, RetryIn, Snooze, StaleLease, TaskNotFound
 from .handlers import Handler, HandlerContext
+from .io_handlers import IoAttempt, IoHandlerContext
 from .limits import backoff_delay
 from .queries import Page, is_admin, is_worker
 from .retry_module import RetryModule, create_retry_module, enqueue_in
@@ -55,6 +56,8 @@ __all__ = [
     "default_module",
     "Handler",
     "HandlerContext",
+    "IoHandlerContext",
+    "IoAttempt",
     "GiveUp",
     "RetryableError",
     "RetryIn",

@@ -9,7 +9,6 @@ other exception rolls them back while the attempt is still recorded (a snooze gi
 from __future__ import annotations
 
 import random
-import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,11 +17,11 @@ import msgspec
 from ..runtime import ReducerContext
 from ..types import Identity, Timestamp
 from . import transitions
-from .errors import GiveUp, RetryableError, RetryIn, Snooze
-from .limits import MAX_SNOOZE_SECONDS, unstorable
-from .tables import AttemptTimer, Outcome, Task, TaskStatus
+from .attempt_outcome import HANDLER_WORKER, run_handler, settle
+from .io_handlers import IoHandler, start_io_attempt
+from .tables import AttemptTimer, Task, TaskStatus
 
-HANDLER_WORKER = "handler"
+__all__ = ["HANDLER_WORKER", "HandlerContext", "Handler", "run_handler_attempt"]
 
 
 class HandlerContext:
@@ -91,47 +90,12 @@ def run_handler_attempt(ctx: ReducerContext, handlers: Mapping[str, Handler], ti
     if handler is None:  # unregistered since it was queued: external workers may claim it now
         ctx.db.task.id.update(msgspec.structs.replace(task, in_module=False, updated_at=ctx.timestamp))
         return
+    if isinstance(handler, IoHandler):  # may do I/O: claimed here, run as a procedure (io_handlers.py)
+        start_io_attempt(ctx, task, handler)
+        return
     running = transitions.start_attempt(ctx, task)
-    error: str | None = None
-    gave_up: str | None = None
-    retry_in: int | None = None
-    snooze: int | None = None
-    result: Any = None
-    try:
-        with ctx.savepoint():
-            try:
-                result = handler(HandlerContext(ctx, running), running.payload)
-                why = unstorable(result)
-                if why is not None:
-                    raise RetryableError(f"the handler returned a result that cannot be stored: {why}")
-            except GiveUp as e:
-                gave_up = str(e) or "gave up"
-    except RetryableError as e:
-        error = str(e) or type(e).__name__
-    except RetryIn as e:
-        error, retry_in = str(e), _seconds(e.seconds)
-    except Snooze as e:
-        snooze = _seconds(e.seconds)
-    except Exception:
-        error = traceback.format_exc()
+    r = run_handler(lambda: handler(HandlerContext(ctx, running), running.payload), ctx.savepoint)
     current: Task | None = ctx.db.task.id.find(running.id)
     if current is None:  # the handler deleted its own task; nothing left to account for
         return
-    if gave_up is not None:
-        transitions.fail(ctx, handlers, current, gave_up, Outcome.GAVE_UP, HANDLER_WORKER)
-    elif snooze is not None:
-        transitions.snooze(ctx, handlers, current, snooze, HANDLER_WORKER)
-    elif error is not None:
-        transitions.fail(ctx, handlers, current, error, Outcome.FAILED, HANDLER_WORKER, retry_in=retry_in)
-    else:
-        transitions.succeed(ctx, current, result, HANDLER_WORKER)
-
-
-def _seconds(value: Any) -> int:
-    """A handler's RetryIn / Snooze delay as whole seconds within the bound (a bad value is
-    the handler's bug: clamped, not a crash of the attempt's bookkeeping)."""
-    try:
-        seconds = int(value)
-    except (TypeError, ValueError, OverflowError):
-        return 0
-    return min(max(seconds, 0), MAX_SNOOZE_SECONDS)
+    settle(ctx, handlers, current, r)

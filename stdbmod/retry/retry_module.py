@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from ..module import Module
 from ..runtime import ReducerContext
@@ -21,11 +21,14 @@ from ..types import Timestamp
 from . import transitions
 from .errors import InvalidArgument
 from .handlers import Handler, HandlerContext
-from .limits import check_name
+from .io_handlers import IoHandler, declare_io
+from .limits import MAX_LEASE_SECONDS, check_int, check_name
 from .recurring import declare_recurring_reducers, declare_recurring_tables
 from .reducers import declare_reducers
 from .roles import is_admin, is_worker
 from .tables import NewTask, Task, declare_tables
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # Which instance owns a database's `task` table, for the module-level `enqueue_in`.
 _owners: weakref.WeakValueDictionary[int, RetryModule] = weakref.WeakValueDictionary()
@@ -39,20 +42,31 @@ class RetryModule:
         declare_reducers(self.module, self.handlers)
         declare_recurring_tables(self.module)
         declare_recurring_reducers(self.module, self.handlers)
+        declare_io(self.module, self.handlers)
         # SQL and subscriptions: admins read every private table, workers the tasks (to wake on them)
         self.module.reader("retry admins")(is_admin)
         self.module.reader("retry workers", tables=("task",))(is_worker)
         _owners[id(self.module.tables["task"])] = self
 
-    def handler(self, job_type: str) -> Callable[[Handler], Handler]:
-        """Register `func(ctx: HandlerContext, payload) -> result` as the handler of job_type.
-        Tasks of that type queued from now on run in-module instead of waiting for workers."""
-        check_name("job_type", job_type)
+    def handler(self, job_type: str, *, io: bool = False, lease_seconds: int | None = None) -> Callable[[F], F]:
+        """Register `func(ctx, payload) -> result` as the handler of job_type. Tasks of that type
+        queued from now on run in-module instead of waiting for workers.
 
-        def register(func: Handler) -> Handler:
+        Default: `func(ctx: HandlerContext, payload)` runs inside the attempt's transaction, its
+        writes atomic with the outcome; it must not do I/O (it holds the writer). `io=True`:
+        `func(ctx: IoHandlerContext, payload)` runs as a procedure, outside any transaction,
+        under a lease of `lease_seconds` (default: the settings'), claimed and settled in
+        transactions of their own (io_handlers.py; docs/retry.md says which to use)."""
+        check_name("job_type", job_type)
+        if lease_seconds is not None:
+            check_int("lease_seconds", lease_seconds, 1, MAX_LEASE_SECONDS)
+            if not io:
+                raise InvalidArgument("lease_seconds is for io=True handlers (the others hold no lease)")
+
+        def register(func: F) -> F:
             if job_type in self.handlers:
                 raise InvalidArgument(f"job type {job_type!r} already has a handler")
-            self.handlers[job_type] = func
+            self.handlers[job_type] = IoHandler(func, lease_seconds) if io else func
             return func
 
         return register
