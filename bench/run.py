@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench import extras, inproc, peers, raw_lmdb  # noqa: E402
+from bench import extras, inproc, io_handlers, peers, raw_lmdb  # noqa: E402
 from bench.jobqueue import job_queue  # noqa: E402
 from bench.stats import Row, SkipRow, Target, render_markdown, render_text, repeat  # noqa: E402
 
@@ -113,6 +113,8 @@ def run(sizes: Sizes, base_dir: str | None, only: list[str] | None, log: Callabl
     b.throughput(LIFE, "stdbmod in process, batch reducers of 100 (not group commit)", lambda d: inproc.batch_reducers(d, s.group, 100),
                  "enqueue_many, claim_many, complete_many: 3 calls per 100 jobs")
 
+    io_section(b, s)
+
     log("stdbmod over HTTP")
     http_rows = http_section(b, s)
 
@@ -159,6 +161,28 @@ def _peer(fn: Callable[[str, int], float], n: int, d: str) -> float:
 
 def _http(run: Callable[[str, int, int], float], n: int, w: int, d: str) -> float:
     return run(d, n, w)
+
+
+IO = "other calls beside 100 in-module handlers (bench/io_handlers.py), calls/s"
+
+
+def io_section(b: Bench, s: Sizes) -> None:
+    """Issue 21: handlers waiting on I/O as procedures leave the writer to the other calls."""
+    b.log("in-module handlers beside the writer")
+    rounds = 5 if s.servers else 2
+
+    def beside(io: bool, wait: float, d: str) -> float:
+        return io_handlers.measure(d, rounds if io else 1, io, wait)["beside"]
+
+    b.throughput(IO, "beside 100 I/O handlers waiting 50 ms", functools.partial(beside, True, 0.05), unit="calls/s", reps=s.reps,
+                 note="procedures: claimed, run outside the writer, settled; 4 callers of a one-row reducer")
+    b.throughput(IO, "beside 100 I/O handlers waiting 0 ms", functools.partial(beside, True, 0.0), unit="calls/s", reps=s.reps,
+                 note="the same bookkeeping (3 transactions an attempt) without the wait: the wait's own cost is the difference")
+    if s.servers:
+        b.throughput(IO, "beside 100 in-transaction handlers waiting 50 ms", functools.partial(beside, False, 0.05), unit="calls/s",
+                     reps=1, note="the handlers hold the writer while they wait: 5 s a round")
+    else:
+        b.skip(IO, "beside 100 in-transaction handlers waiting 50 ms", "skipped in quick mode (5 s a round)", unit="calls/s")
 
 
 def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
