@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated
 
 import msgspec
@@ -11,6 +12,7 @@ import pytest
 
 from stdbmod import At, Database, Every, Identity, ManualClock, Module, PrimaryKey, ReducerContext, ScheduleAt, Scheduler, SenderError, TimeDuration, Timestamp
 from stdbmod.errors import NoSuchReducer
+from stdbmod.runtime.clock import SystemClock
 from stdbmod.runtime.commitlog import CommitRecord
 from tests.conftest import ALICE
 
@@ -53,6 +55,11 @@ def schedule(ctx: ReducerContext, label: str, seconds: float, repeat: bool) -> i
     if label == "rollback":
         raise SenderError("the insert rolls back, so the timer never fires")
     return int(row.scheduled_id)
+
+
+@m.reducer
+def schedule_at(ctx: ReducerContext, label: str, at: Timestamp) -> None:
+    ctx.db.timer.insert(Timer(0, At(at), label))
 
 
 @m.reducer
@@ -122,6 +129,23 @@ def test_intervals_repeat_and_skip_missed_ticks(db: Database, clock: ManualClock
     assert len(timers(db)) == 1
 
 
+def test_an_interval_tick_falling_exactly_at_now_is_not_fired_twice(db: Database, clock: ManualClock) -> None:
+    """The boundary of a missed tick: a tick at exactly the firing instant counts as fired by
+    that firing (the next is one interval after it); one a microsecond later is still ahead."""
+    start = clock.now()
+    db.call("schedule", "tick", 10, True, sender=ALICE)
+    clock.advance(20)  # ticks due at 10 and, exactly now, at 20
+    assert db.run_due() == 1 and db.run_due() == 0
+    assert db.next_due() == start + TimeDuration.from_seconds(30)
+    clock.set(start + TimeDuration(30_000_000 - 1))  # a microsecond before the next tick
+    assert db.run_due() == 0
+    clock.advance(TimeDuration(1))
+    assert db.run_due() == 1 and db.next_due() == start + TimeDuration.from_seconds(40)
+    clock.set(start + TimeDuration(50_000_000 - 1))  # 40 missed, 50 a microsecond ahead: 40 fires now, 50 is next
+    assert db.run_due() == 1 and db.next_due() == start + TimeDuration.from_seconds(50)
+    assert [f.timestamp for f in fired(db)] == [start + TimeDuration.from_seconds(s) for s in (20, 30)] + [clock.now()]
+
+
 def test_a_failing_interval_keeps_running(db: Database, clock: ManualClock) -> None:
     db.call("schedule", "fail-tick", 10, True, sender=ALICE)
     for _ in range(3):
@@ -174,6 +198,34 @@ def test_the_loop_wakes_when_an_earlier_row_is_inserted(db: Database, clock: Man
         db.hooks.on_commit = original
     finally:
         sched.stop()
+
+
+def test_the_loop_fires_rows_on_time_by_the_real_clock(tmp_path: Path) -> None:
+    """The production loop under the system clock, at a coarse grain: rows due 200 ms and 400 ms
+    from now fire well within a second of their time, however far off the loop planned to wake
+    when they were armed (here: a row an hour away). Each row's firing timestamp is when it ran
+    (a late row runs at now), so the database's own clock measures how late each one was; the
+    test only waits, with a generous bound, for the two firings to happen."""
+    db = Database.create(tmp_path / "real-clock", m, owner=ALICE, durable=False)
+    try:
+        assert isinstance(db.clock, SystemClock)
+        ran = threading.Event()
+        db.hooks.on_commit = lambda records: ran.set() if len(fired(db)) == 2 else None
+        db.call("schedule", "far", 3600, False, sender=ALICE)
+        sched = Scheduler(db).start()
+        try:
+            now = db.clock.now()
+            due = {"soon": now + TimeDuration.from_seconds(0.2), "next": now + TimeDuration.from_seconds(0.4)}
+            for label, at in due.items():
+                db.call("schedule_at", label, at, sender=ALICE)
+            assert ran.wait(timeout=60), "the loop did not fire the rows"
+        finally:
+            sched.stop()
+        late = {f.label: (f.timestamp.micros - due[f.label].micros) / 1e6 for f in fired(db)}
+        assert set(late) == {"soon", "next"}
+        assert all(0 <= s < 1.5 for s in late.values()), late
+    finally:
+        db.close()
 
 
 def test_commits_report_the_earliest_row_they_armed_and_deletions_none(db: Database, clock: ManualClock) -> None:

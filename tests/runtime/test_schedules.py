@@ -90,3 +90,22 @@ def test_next_tick_keeps_the_phase_and_skips_missed_ticks(due: int, step: int, l
     size = abs(step) or 1
     assert nxt > now.micros and nxt - size <= now.micros  # the first tick after now
     assert (nxt - due) % size == 0  # on the interval's phase
+
+
+@pytest.mark.parametrize(
+    ("late", "expected"),
+    [
+        (0, 10),  # on time: the next tick
+        (9_999_999, 10),  # a microsecond before the next tick: still ahead
+        (10_000_000, 20),  # exactly at the next tick: that one counts as fired now
+        (10_000_001, 20),
+        (29_999_999, 30),
+        (30_000_000, 40),
+    ],
+)
+def test_next_tick_at_the_boundary_of_a_missed_tick(late: int, expected: int) -> None:
+    """Strictly after now: a tick falling exactly at now is not due again (that would fire twice
+    at one instant), one a microsecond after now is kept."""
+    due = 5_000_000
+    nxt = schedules.next_tick(due, Every(TimeDuration.from_seconds(10)), Timestamp(due + late))
+    assert nxt == due + expected * 1_000_000

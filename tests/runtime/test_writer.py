@@ -121,3 +121,33 @@ def test_close_waits_for_a_call_running_on_its_callers_thread(db: Database) -> N
     assert not closer.is_alive() and out == [None]
     with pytest.raises(DatabaseClosed):
         db.call("add", "late", sender=ALICE)
+
+
+def _committed_texts(db: Database) -> list[str]:
+    """The `add` calls in commit order, as the commit log records them."""
+    decode = db.module.reducers["add"].msgpack_decoder.decode
+    return [decode(r.args).text for r in db.commit_log() if r.reducer == "add"]
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_commit_order_is_submission_order_under_contention(db: Database, threads: int) -> None:
+    """Each thread queues a job (`submit`) and at once makes a blocking call, which may run on the
+    thread itself when the writer looks idle: it must never overtake the job the same thread
+    queued before it. The commit log says what committed in which order."""
+    rounds = 150
+
+    def client(t: int) -> None:
+        for i in range(rounds):
+            queued = db.submit("add", f"{t}:{2 * i}", sender=ALICE)
+            db.call("add", f"{t}:{2 * i + 1}", sender=ALICE)
+            queued.result()
+
+    clients = [threading.Thread(target=client, args=(t,)) for t in range(threads)]
+    for c in clients:
+        c.start()
+    for c in clients:
+        c.join(120)
+    order = _committed_texts(db)
+    assert len(order) == 2 * rounds * threads
+    for t in range(threads):
+        assert [int(x.split(":")[1]) for x in order if x.startswith(f"{t}:")] == list(range(2 * rounds))
