@@ -29,7 +29,7 @@ from ..errors import CallError
 from ..runtime import Database
 from ..storage import private
 from ..types import Identity
-from . import identity, place
+from . import identity, place, serve_lock
 from .datadir import CONFIG_NAME, DataDirConfig, read_config, write_config
 from .modspec import RETRY_SPEC, LoadedModule, ModuleSpecError, canonical_spec, load_module
 from .tokens import KEY_FILE, OWNER_TOKEN_FILE, SigningKey, load_or_create_key, write_secret_file
@@ -149,18 +149,22 @@ def clear(data: str | os.PathLike[str], spec: str | None) -> Published:
         raise CallError(f"no database at {path} to clear")
     spec = canonical_spec(spec) if spec is not None else config.module
     loaded = load_module(spec)
-    with Database.open(path, loaded.module) as old:  # the module must open it: same checks as ever
-        meta = old.meta
-    fresh = path / ".clearing"
-    shutil.rmtree(fresh, ignore_errors=True)
+    lock = serve_lock.hold(path)  # no server may serve it meanwhile, nor start while it is cleared
     try:
-        db = Database.create(fresh, loaded.module, owner=meta.owner, name=meta.name, identity=meta.identity)
-        db.close()
-        for f in DATA_FILES:
-            os.replace(fresh / f, path / f)
-    finally:
+        with Database.open(path, loaded.module) as old:  # the module must open it: same checks as ever
+            meta = old.meta
+        fresh = path / ".clearing"
         shutil.rmtree(fresh, ignore_errors=True)
-    write_config(path, DataDirConfig(module=spec, name=meta.name))
+        try:
+            db = Database.create(fresh, loaded.module, owner=meta.owner, name=meta.name, identity=meta.identity)
+            db.close()
+            for f in DATA_FILES:
+                os.replace(fresh / f, path / f)
+        finally:
+            shutil.rmtree(fresh, ignore_errors=True)
+        write_config(path, DataDirConfig(module=spec, name=meta.name))
+    finally:
+        lock.release()
     return Published(str(path), spec, meta.name, meta.identity, meta.owner, None)
 
 

@@ -50,3 +50,19 @@ def test_clear_of_an_empty_directory_is_a_publish(invoke: Invoke, tmp_path: Path
     data = str(tmp_path / "fresh")
     out = as_json(invoke("publish", "--data", data, "--clear", "--json", "stdbmod.examples.bank"))
     assert out["name"] == "bank" and "cleared" not in out
+
+
+def test_clear_is_refused_while_a_server_holds_the_directory(invoke: Invoke, tmp_path: Path) -> None:
+    from stdbmod.local import serve_lock
+
+    data = str(tmp_path / "bank")
+    invoke("publish", "--data", data, "stdbmod.examples.bank")
+    invoke("call", "--data", data, "open_account", "100")
+    lock = serve_lock.hold(data)  # as `stdbmod serve --data DIR` does
+    try:
+        r = invoke("publish", "--data", data, "--clear", "--yes", code=2)
+        assert "is already served by process" in r.stderr
+    finally:
+        lock.release()
+    with Database.open(data, bank) as db, db.read() as view:
+        assert view.db.account.count() == 1
