@@ -19,9 +19,12 @@ from typing import Any, cast
 import click
 from lmdb import verify as lmdb_verify
 
+from ..errors import StorageError
 from ..local import place
 from ..local.datadir import module_for, open_database
-from ..runtime import CommitRecord, Database, apply_changes, spaces
+from ..runtime import CommitRecord, Database, apply_changes, commitlog, spaces, undo_changes
+from ..runtime.logtrim import Checkpoint, checkpoint_of
+from ..storage import LmdbStorage
 from .options import FailedError, data_option, json_option, module_option
 from .render import console, print_json, print_record, progress
 
@@ -32,9 +35,12 @@ class VerifyReport:
     live_hash: str = ""
     replay_hash: str = ""
     lmdb_problems: list[str] = field(default_factory=list)
+    checkpoint: Checkpoint | None = None  # a truncated log: the state hash it starts from
 
     @property
     def state_matches(self) -> bool:
+        if self.checkpoint is not None:  # the live state, its log's records undone: the checkpoint's state
+            return bool(self.replay_hash) and self.replay_hash == self.checkpoint.state_hash
         return bool(self.live_hash) and self.live_hash == self.replay_hash
 
     @property
@@ -57,9 +63,14 @@ def _counted(records: Iterator[CommitRecord], tick: Any) -> Iterator[CommitRecor
 
 
 def replay_check(db: Database, report: VerifyReport) -> None:
-    """Apply `db`'s commit log to a scratch copy and compare state hashes."""
+    """Apply `db`'s commit log to a scratch copy and compare state hashes; a truncated log is
+    checked backwards from the live state to its checkpoint (`undo_check`)."""
     with db.storage.begin_read() as r:
         total = r.count(spaces.COMMIT_LOG)
+        truncated = checkpoint_of(r) is not None
+    if truncated:
+        undo_check(db, report)
+        return
     report.live_hash = db.state_hash()
     with tempfile.TemporaryDirectory(prefix="stdbmod-verify-") as scratch_dir:
         scratch = Database.create(
@@ -72,6 +83,35 @@ def replay_check(db: Database, report: VerifyReport) -> None:
             report.replay_hash = scratch.state_hash()
         finally:
             scratch.close()
+
+
+def undo_check(db: Database, report: VerifyReport) -> None:
+    """A truncated log (runtime/logtrim.py): copy the live state, undo every record the log holds,
+    newest first; what is left must hash as the checkpoint the log starts at."""
+    if not isinstance(db.storage, LmdbStorage):
+        raise StorageError("verify of a truncated commit log works on an LMDB directory; back it up into one first")
+    with tempfile.TemporaryDirectory(prefix="stdbmod-verify-") as scratch_dir:
+        db.storage.copy_to(scratch_dir, compact=False)  # one snapshot: its state, its checkpoint, its log
+        copy = Database.open(scratch_dir, db.module, durable=False)
+        try:
+            with copy.storage.begin_read() as r:
+                report.checkpoint = checkpoint_of(r)
+                end = commitlog.next_offset(r)
+            assert report.checkpoint is not None
+            report.live_hash = copy.state_hash()
+            with progress() as bar:
+                task = bar.add_task("undoing the commit log", total=end - report.checkpoint.offset)
+                report.records = undo_changes(copy, _counted(_newest_first(copy, report.checkpoint.offset, end), lambda: bar.advance(task)))
+            report.replay_hash = copy.state_hash()
+        finally:
+            copy.close()
+
+
+def _newest_first(db: Database, start: int, end: int, chunk: int = 1000) -> Iterator[CommitRecord]:
+    while end > start:
+        first = max(start, end - chunk)
+        yield from reversed(db.commit_log(first, end - first))
+        end = first
 
 
 @click.command(short_help="Check the state against the commit log, and the LMDB file.")
@@ -94,13 +134,15 @@ def verify(data: str, module: str | None, as_json: bool) -> None:
                 "live_hash": report.live_hash,
                 "replay_hash": report.replay_hash,
                 "state_matches": report.state_matches,
+                "checkpoint": None if report.checkpoint is None else report.checkpoint.offset,
                 "lmdb_problems": report.lmdb_problems,
             }
         )
     else:
         print_record(
             {
-                "commit records replayed": report.records,
+                "commit records " + ("undone" if report.checkpoint else "replayed"): report.records,
+                "log starts at": f"checkpoint {report.checkpoint.offset}" if report.checkpoint else "0 (never truncated)",
                 "live state hash": report.live_hash,
                 "replayed state hash": report.replay_hash,
                 "state": "matches" if report.state_matches else ("DIFFERS" if report.live_hash else "not checked"),

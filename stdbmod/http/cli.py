@@ -8,6 +8,7 @@ import sys
 import click
 
 from ..errors import StdbError
+from ..runtime.logtrim import DEFAULT_LOG_KEEP
 from .limits import DEFAULT_LIMITS as _DEFAULT
 from .limits import ConnectionLimits
 from .serve import serve
@@ -40,10 +41,14 @@ from .serve import serve
     "--keep-alive-timeout", type=click.IntRange(min=1), default=_DEFAULT.keep_alive_timeout, show_default=True,
     help="Seconds an idle keep-alive connection stays open.",
 )
+@click.option(
+    "--log-keep", type=click.IntRange(min=0), default=DEFAULT_LOG_KEEP, show_default=True,
+    help="Commit-log records to keep: older ones go after a checkpoint (verify checks from it); 0 keeps every record.",
+)
 @click.argument("module", required=False)
 def serve_command(
     data_dir: str, host: str, port: int, owner_token: str | None, token_ttl: float | None, log_level: str, access_log: bool,
-    metrics_port: int | None, max_connections: int, header_timeout: float, keep_alive_timeout: int, module: str | None,
+    metrics_port: int | None, max_connections: int, header_timeout: float, keep_alive_timeout: int, log_keep: int, module: str | None,
 ) -> None:
     """Serve the database at DATA over HTTP, publishing MODULE first when DATA holds none.
 
@@ -54,6 +59,7 @@ def serve_command(
             data_dir, host, port, module, owner_token=owner_token, token_ttl=token_ttl, log_level=log_level, access_log=access_log,
             metrics_port=metrics_port,
             limits=ConnectionLimits(max_connections=max_connections, header_timeout=header_timeout, keep_alive_timeout=keep_alive_timeout),
+            log_keep=log_keep,
         )
     except StdbError as e:
         click.echo(f"error: {e}", err=True)

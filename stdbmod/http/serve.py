@@ -31,6 +31,7 @@ from ..local.modspec import RETRY_SPEC, LoadedModule, ModuleSpecError, canonical
 from ..local.publish import finish_interrupted, publish
 from ..local.tokens import SigningKey, load_or_create_key
 from ..runtime import Database
+from ..runtime.logtrim import DEFAULT_LOG_KEEP, LogKeeper
 from ..storage import private
 from ..types import Identity
 from . import inputs
@@ -173,6 +174,7 @@ def serve(
     access_log: bool = False,
     metrics_port: int | None = None,
     limits: ConnectionLimits = DEFAULT_LIMITS,
+    log_keep: int = DEFAULT_LOG_KEEP,
 ) -> int:
     """Serve the database at `data_dir` on `host`:`port` until SIGTERM/SIGINT, publishing
     `module_path` (see `resolve_module`) first when there is none, owned by `owner`, or the
@@ -212,7 +214,13 @@ def serve(
     limits, note = limits_.fit_descriptors(limits)
     if note is not None:
         print(f"stdbmod: {note}", file=sys.stderr)
-    app = create_app(lambda: Database.open(path, loaded.module), key=key, body_limit=body_limit, token_ttl=token_ttl, on_panic=on_panic)
+    def open_database() -> Database:
+        db = Database.open(path, loaded.module)
+        if log_keep:
+            LogKeeper(db, log_keep).start()  # ends with the database (runtime/logtrim.py)
+        return db
+
+    app = create_app(open_database, key=key, body_limit=body_limit, token_ttl=token_ttl, on_panic=on_panic)
     stack = fast_stack()
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=30, access_log=access_log,

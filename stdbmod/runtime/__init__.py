@@ -7,7 +7,7 @@ from .context import ReducerContext
 from .database import Database, ReadView
 from .dblog import LogLine
 from .procedures import ProcedureContext
-from .replay import apply_changes, reexecute
+from .replay import apply_changes, reexecute, undo_changes
 from .scheduler import Scheduler
 from .tables import Range
 
@@ -25,6 +25,7 @@ __all__ = [
     "LogLine",
     "apply_changes",
     "reexecute",
+    "undo_changes",
     "Scheduler",
     "Range",
 ]

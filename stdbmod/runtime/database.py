@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-import blake3
 import msgspec
 
 from .. import codec
@@ -46,6 +45,7 @@ from .core import Core, Hooks
 from .dblog import DbLog, LogLine
 from .integrity import check_integrity
 from .jobs import CallJob, Job, LifecycleJob, ScheduledJob
+from .logtrim import state_hash_of
 from .migrate import rebuild_indexes
 from .schema_check import check_compatible
 from .tables import DbView
@@ -150,6 +150,7 @@ class Database:
         self._procedures: procedures.Procedures | None = None  # the procedure pool, made by the first procedure call
         self._procedures_lock = threading.Lock()
         self._closed = False
+        self._closing: list[Callable[[], None]] = []  # `on_close`
 
     # --- creating and opening ------------------------------------------------------------------
 
@@ -566,13 +567,8 @@ class Database:
 
     def state_hash(self) -> str:
         """A hash of every row of every table; equal states give equal hashes."""
-        h = blake3.blake3()
         with self._core.storage.begin_read() as r:
-            for name in sorted(self.module.tables):
-                h.update(name.encode() + b"\x00")
-                for key, value in r.scan(spaces.rows(name)):
-                    h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
-        return h.hexdigest()
+            return state_hash_of(r, self.module.tables)
 
     def check_integrity(self) -> list[str]:
         """Disagreements between rows and what is derived from them (indexes, sequences, the
@@ -591,11 +587,18 @@ class Database:
 
     # --- closing -------------------------------------------------------------------------------
 
+    def on_close(self, stop: Callable[[], None]) -> None:
+        """Call `stop()` first thing when the database closes (a background thread that reads
+        it ends there, before the storage goes)."""
+        self._closing.append(stop)
+
     def close(self) -> None:
         """Finish queued calls, then release the storage."""
         if self._closed:
             return
         self._closed = True
+        for stop in reversed(self._closing):
+            stop()  # background readers first: the storage must not close under them
         with self._procedures_lock:
             pool, self._procedures = self._procedures, None
         if pool is not None:

@@ -17,6 +17,7 @@ from ..keys import decode_u64, encode_key
 from ..schema import TableDef
 from ..storage import ReadTxn
 from . import schedules, spaces
+from .logtrim import checkpoint_of
 
 MAX_REPORTED = 20  # per kind of problem: a broken index would otherwise list every row
 
@@ -98,9 +99,16 @@ def _check_schedule_queue(txn: ReadTxn, scheduled_rows: set[bytes]) -> list[str]
 
 
 def _check_commit_log(txn: ReadTxn) -> list[str]:
+    """Offsets without a gap, from 0; a truncated log (runtime/logtrim.py) from its checkpoint
+    at the latest (records before it may wait for their removal)."""
+    checkpoint = checkpoint_of(txn)
     expect = 0
-    for key, _ in txn.scan(spaces.COMMIT_LOG):
+    for i, (key, _) in enumerate(txn.scan(spaces.COMMIT_LOG)):
         offset = decode_u64(key)
+        if i == 0 and checkpoint is not None:
+            if offset > checkpoint.offset:
+                return [f"commit log: starts at {offset}, after its checkpoint at {checkpoint.offset}"]
+            expect = offset
         if offset != expect:
             return [f"commit log: offset {offset} follows {expect - 1} (a gap or a duplicate)"]
         expect += 1

@@ -45,6 +45,32 @@ class _ApplyJob(Job):
         return None
 
 
+class _UndoJob(Job):
+    """A record's row changes taken back: its inserts deleted, its deletes inserted again."""
+
+    def __init__(self, record: CommitRecord) -> None:
+        super().__init__(kind=record.kind, reducer=record.reducer, sender=Identity(record.sender), timestamp=Timestamp(record.timestamp))
+        self.record = record
+        self.skip_record = True
+
+    def run(self, contexts: ContextFactory, tx: Transaction) -> Any:
+        db = contexts.dbview(tx)
+        for change in reversed(self.record.changes):
+            handle = db.table(change.table)
+            for raw in change.inserts:
+                handle.delete(decode_row(handle, raw))
+            for raw in change.deletes:
+                handle.insert(decode_row(handle, raw))
+        return None
+
+
+def undo_changes(target: Database, records_newest_first: Iterable[CommitRecord], batch: int = 256) -> int:
+    """Take back the row changes of `records_newest_first` (newest first) on `target`, a copy of
+    the state they led to: what is left is the state before the oldest of them (verify's check
+    of a truncated log, runtime/logtrim.py)."""
+    return _run(target, (_UndoJob(r) for r in records_newest_first), batch)
+
+
 def apply_changes(target: Database, records: Iterable[CommitRecord], batch: int = 256) -> int:
     """Apply the row changes of `records` to `target` (created with run_init=False)."""
     return _run(target, (_ApplyJob(r) for r in records), batch)
