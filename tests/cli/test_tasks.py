@@ -119,3 +119,42 @@ def test_recurring(invoke: Invoke, retry_dir: str) -> None:
     assert r.stderr.strip() == "Error: no recurring entry with id 9"
     r = invoke("tasks", "recurring", "list", "--data", retry_dir, "--as", STRANGER, code=1)
     assert "only an admin" in r.stderr
+
+
+def _footer(invoke: Invoke, *args: str) -> str:
+    """The last line of a table listing: which page of how many, and how many tasks."""
+    return str(invoke("tasks", *args).stdout.strip().splitlines()[-1])
+
+
+def test_the_page_count_rounds_up(invoke: Invoke, retry_dir: str) -> None:
+    assert _footer(invoke, "list", "--data", retry_dir) == "page 1 of 1 (0 tasks)"
+    invoke("call", "--data", retry_dir, "submit", '"a"')
+    assert _footer(invoke, "list", "--data", retry_dir, "--per-page", "2") == "page 1 of 1 (1 task)"
+    for _ in range(4):
+        invoke("call", "--data", retry_dir, "submit", '"a"')
+    assert _footer(invoke, "list", "--data", retry_dir, "--per-page", "2") == "page 1 of 3 (5 tasks)"
+    assert _footer(invoke, "list", "--data", retry_dir, "--per-page", "2", "--page", "3") == "page 3 of 3 (5 tasks)"
+    assert _footer(invoke, "list", "--data", retry_dir, "--per-page", "5") == "page 1 of 1 (5 tasks)"
+    assert _footer(invoke, "list", "--data", retry_dir, "--per-page", "4") == "page 1 of 2 (5 tasks)"
+    invoke("call", "--data", retry_dir, "cancel", "1")
+    invoke("call", "--data", retry_dir, "cancel", "2")
+    invoke("call", "--data", retry_dir, "cancel", "3")
+    assert _footer(invoke, "dlq", "--data", retry_dir, "--per-page", "2", "--page", "2") == "page 2 of 2 (3 tasks)"
+
+
+def test_requeue_runs_a_handlers_task_at_once(invoke: Invoke, tmp_path: object) -> None:
+    """A handler's task requeued from the CLI is not left waiting for a server: its attempt runs
+    before the command returns, as a call's due attempts do."""
+    data = str(tmp_path) + "/shop"
+    invoke("publish", "--data", data, "stdbmod.examples.shop")
+    invoke("call", "--data", data, "place_order", '"book"', '"ann@example.com"')  # order 1, task 1
+    invoke("call", "--data", data, "submit", '"send_receipt"', "null", '{"order_id": 2}')  # task 2: no order 2 yet
+    dead = as_json(invoke("tasks", "show", "--data", data, "2", "--json"))
+    assert (dead["status"], dead["dead_reason"]) == ("dead", "gave_up")
+    invoke("call", "--data", data, "place_order", '"pen"', '"bob@example.com"')  # order 2 (its own receipt: task 3)
+    invoke("tasks", "requeue", "--data", data, "2")
+    task = as_json(invoke("tasks", "show", "--data", data, "2", "--json"))
+    assert (task["status"], task["attempts"], task["result"]) == ("completed", 1, {"outbox_id": 3})
+    assert as_json(invoke("sql", "--data", data, "SELECT order_id, to FROM outbox WHERE id = 3", "--json")) == [
+        {"order_id": 2, "to": "bob@example.com"}
+    ]

@@ -10,6 +10,7 @@ import msgspec
 
 from stdbmod import At, Database, ManualClock, Range, ReducerContext, TimeDuration
 from stdbmod.retry import Completion, LeaseTimer, Outcome, RetryModule, TaskStatus, queries
+from stdbmod.retry.transitions import SWEEP_SPACING
 from tests.retry.conftest import published
 from tests.retry.support import ADMIN, WORKER
 
@@ -110,6 +111,41 @@ def test_a_legacy_timer_and_the_sweep_reap_an_ended_lease_once(tmp_path: Path, r
     assert queries.get_task(db, ADMIN, t.id).status is TaskStatus.DEAD
     assert [h.outcome for h in queries.history(db, ADMIN)] == [Outcome.LEASE_EXPIRED]
     assert db.next_due() is None
+    db.close()
+
+
+def test_a_legacy_timer_reaps_only_the_attempt_it_was_armed_for(tmp_path: Path, rm: RetryModule, clock: ManualClock) -> None:
+    """A row left from a task's first claim fires while its second claim runs on a lease that has
+    just ended, which the sweep has not reached yet (after a firing it waits SWEEP_SPACING): that
+    claim is not the row's to reap. The sweep reaps it when it comes, once."""
+    assert SWEEP_SPACING == TimeDuration.from_seconds(1)  # the story's times below assume it
+    db = with_legacy_timers(tmp_path, rm, clock)
+    start = clock.now()
+
+    def at(seconds: float) -> None:
+        clock.set(start + TimeDuration.from_seconds(seconds))
+        db.run_due()
+
+    t, other = (db.call("enqueue", "j", None, None, 3, 0, sender=WORKER).id for _ in range(2))
+    assert db.call("claim", None, "first", 30, sender=WORKER).id == t  # attempt 1, lease to 30 s...
+    db.call("legacy_timer", t, sender=ADMIN)  # ...and a legacy row due then, for attempt 1
+    at(0.5)
+    assert db.call("claim", None, "w", 29, sender=WORKER).id == other  # lease to 29.5 s: the sweep's next firing
+    at(1)
+    db.call("fail", t, "first try", sender=WORKER)  # backoff 0: due again at once
+    at(1.8)
+    assert db.call("claim", None, "second", 28, sender=WORKER).attempts == 2  # lease to 29.8 s
+    at(29.5)  # the sweep reaps `other` and waits a second: next at 30.5
+    assert status(db, other) == ("queued", 1) and status(db, t) == ("running", 2)
+    at(30)  # the legacy row fires; attempt 2's lease has ended, but it is not attempt 1
+    assert status(db, t) == ("running", 2)
+    at(30.5)  # the sweep reaps attempt 2
+    assert status(db, t) == ("queued", 2)
+    history = [(h.attempt, h.outcome, h.worker, h.finished_at) for h in reversed(queries.history(db, ADMIN)) if h.task_id == t]
+    assert history == [
+        (1, Outcome.FAILED, "first", start + TimeDuration.from_seconds(1)),
+        (2, Outcome.LEASE_EXPIRED, "second", start + TimeDuration.from_seconds(30.5)),
+    ]
     db.close()
 
 

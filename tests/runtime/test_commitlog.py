@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated
 
+import msgspec
 import pytest
 
-from stdbmod import Database, ManualClock, SenderError
+from stdbmod import Database, ManualClock, Module, PrimaryKey, ReducerContext, SenderError
 from stdbmod.examples.bank import Account, bank
 from stdbmod.runtime import apply_changes, reexecute
 from tests.conftest import ALICE, BOB, OWNER
@@ -120,3 +123,52 @@ def test_accounts_are_rows(bank_db: Database) -> None:
     bank_db.call("open_account", 7, sender=ALICE)
     with bank_db.read() as v:
         assert list(v.db.account.iter()) == [Account(1, ALICE, 7)]
+
+
+notes = Module("notes")
+
+
+@notes.table
+class Note(msgspec.Struct):
+    id: Annotated[int, PrimaryKey(auto_inc=True)]
+    text: str
+
+
+@notes.reducer
+def add(ctx: ReducerContext, text: str) -> int:
+    return int(ctx.db.note.insert(Note(0, text)).id)
+
+
+@notes.reducer
+def remove(ctx: ReducerContext, note_id: int) -> None:
+    ctx.db.note.id.delete(note_id)
+
+
+@notes.reducer
+def draft(ctx: ReducerContext, text: str) -> None:
+    """A note added and thrown away in one transaction: no row changes, one id used up."""
+    ctx.db.note.id.delete(ctx.db.note.insert(Note(0, text)).id)
+
+
+@pytest.mark.parametrize("replay", [apply_changes, reexecute], ids=["apply_changes", "reexecute"])
+def test_a_replica_hands_out_the_ids_the_live_database_would(
+    make_db: Callable[..., Database], tmp_path: Path, replay: Callable[[Database, list[object]], int]
+) -> None:
+    """Ids used up by rows that are gone (the newest deleted, or added and dropped in one
+    transaction) are not in the rows; after a replay the replica's sequences still stand where
+    the live database's do, so the next insert gets the same id on both."""
+    live = make_db(notes)
+    for text in ("a", "b", "c"):
+        live.call("add", text, sender=ALICE)
+    live.call("remove", 3, sender=ALICE)  # the newest row: the largest key left is 2
+    live.call("draft", "scratch", sender=ALICE)  # id 4, used and gone
+    replica = Database.create(tmp_path / "replica", notes, owner=live.owner, identity=live.identity, run_init=False, durable=False)
+    try:
+        replay(replica, live.commit_log())
+        assert replica.state_hash() == live.state_hash()
+        assert [db.call("add", "next", sender=ALICE) for db in (live, replica)] == [5, 5]
+        live.call("draft", "again", sender=ALICE)  # replayed from an offset, as a follower does
+        replay(replica, live.commit_log(len(replica.commit_log())))
+        assert [db.call("add", "after", sender=ALICE) for db in (live, replica)] == [7, 7]
+    finally:
+        replica.close()
