@@ -4,12 +4,15 @@ server keeps serving."""
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
+
+from stdbmod.http.app import ENDPOINTS
 
 from .servers import Roles, Server, bearer, start_server
 
@@ -41,14 +44,9 @@ def _wait_for_log(server: Server, *needles: str) -> str:
 
 # --- defect 4: ids of any length --------------------------------------------------------------------
 
-ID_ROUTES = [
-    ("GET", "/api:job-retry/jobs/{}"),
-    ("POST", "/api:job-retry/jobs/{}/complete"),
-    ("POST", "/api:job-retry/jobs/{}/fail"),
-    ("POST", "/api:job-retry/jobs/{}/heartbeat"),
-    ("POST", "/api:job-retry/jobs/{}/cancel"),
-    ("POST", "/api:job-retry/dlq/{}/requeue"),
-    ("DELETE", "/api:job-retry/dlq/{}"),
+_PARAM = re.compile(r"{\w+:id}")
+# every API route with an id in its path, and the dashboard's
+ID_ROUTES = [(e.method, _PARAM.sub("{}", e.path)) for e in ENDPOINTS if _PARAM.search(e.path)] + [
     ("GET", "/dashboard/jobs/{}"),
     ("POST", "/dashboard/jobs/{}/requeue"),
 ]
@@ -56,6 +54,7 @@ ID_ROUTES = [
 
 @pytest.mark.parametrize("digits", [20, 21, 4_301, 10_000])
 def test_an_id_of_any_length_is_a_json_404_with_or_without_a_token(server: Server, roles: Roles, digits: int) -> None:
+    assert len(ID_ROUTES) >= 12
     job_id = "9" * digits
     for headers in ({}, bearer(roles.owner), bearer(roles.worker)):
         for method, route in ID_ROUTES:
