@@ -35,7 +35,7 @@ from .serve import serve
 )
 @click.option(
     "--header-timeout", type=click.FloatRange(min=0.1), default=_DEFAULT.header_timeout, show_default=True,
-    help="Seconds for a request's head to arrive whole, from the connection's opening or its previous response (408 after).",
+    help="Seconds for a request's head to arrive whole, from the connection's opening or its previous response (408 after); also the longest pause in a body.",
 )
 @click.option(
     "--keep-alive-timeout", type=click.IntRange(min=1), default=_DEFAULT.keep_alive_timeout, show_default=True,

@@ -12,8 +12,9 @@ runs below the ASGI app, so all of it happens before authentication, on every ro
   close the connection. Memory per connection stays within the limits plus one socket read,
   whatever the client sends.
 - Deadlines: a request's head must be complete `header_timeout` seconds after the connection
-  opened or began waiting for its next request (a slow sender gets a 408 and is closed). An idle
-  keep-alive connection closes after uvicorn's `timeout_keep_alive`.
+  opened or began waiting for its next request (a slow sender gets a 408 and is closed), and its
+  body may not pause longer than that between two reads (the connection is closed; the handler
+  sees the client gone). An idle keep-alive connection closes after uvicorn's `timeout_keep_alive`.
 - The cap: past `max_connections` open connections of one server, a new one makes room by
   closing the connection that has waited longest without a request in progress (idle keep-alive
   connections and unfinished heads go first, requests being served never); with none to close,
@@ -72,6 +73,8 @@ class GuardedProtocol(HttpToolsProtocol):
         self._header_count = 0
         self._refused = False
         self._lingered = 0
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._last_read = 0.0
 
     # --- the connection's life -------------------------------------------------------------------
 
@@ -85,6 +88,9 @@ class GuardedProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_waiting()
         self._cancel_head_timer()
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
         super().connection_lost(exc)
 
     def _make_room(self) -> bool:
@@ -155,6 +161,28 @@ class GuardedProtocol(HttpToolsProtocol):
             self._streamed += len(data)
             if self._streamed > self.limits.max_head:
                 self._refuse(431, f"the request's headers are larger than {self.limits.max_header_bytes} bytes")
+        elif self._body_pending():
+            self._last_read = self.loop.time()
+            if self._body_timer is None:  # only for a body still coming: most requests arrive in one read
+                self._body_timer = self.loop.call_later(self.limits.header_timeout, self._body_check)
+
+    def _body_pending(self) -> bool:
+        cycle = self.cycle
+        return cycle is not None and cycle.more_body and not cycle.response_complete and not cycle.disconnected
+
+    def _body_check(self) -> None:
+        """Close a connection whose request body stopped arriving; reading paused by flow control
+        (the handler has not taken what came) is not the client's pause."""
+        self._body_timer = None
+        if not self._body_pending() or self.transport.is_closing():
+            return
+        if self.flow.read_paused:
+            self._last_read = self.loop.time()
+        idle = self.loop.time() - self._last_read
+        if idle < self.limits.header_timeout:
+            self._body_timer = self.loop.call_later(max(self.limits.header_timeout - idle, 0.1), self._body_check)
+            return
+        self.transport.close()
 
     def _bad_request(self) -> None:
         self.logger.warning("Invalid HTTP request received.")

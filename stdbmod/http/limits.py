@@ -14,7 +14,7 @@ FD_RESERVE = 64  # descriptors kept for everything but client connections: LMDB,
 @dataclass(frozen=True)
 class ConnectionLimits:
     max_connections: int = 1000
-    header_timeout: float = 10.0  # seconds for a request's head to arrive whole
+    header_timeout: float = 10.0  # seconds for a request's head to arrive whole; the longest pause in a body
     keep_alive_timeout: int = 5  # seconds an idle keep-alive connection stays open (uvicorn's)
     max_request_line: int = 8192  # bytes of the request target (path and query): 414 beyond
     max_header_bytes: int = 32768  # bytes of all header names and values: 431 beyond

@@ -81,6 +81,16 @@ class Server:
     def output(self) -> str:
         return self.log.read_text()
 
+    def wait_for_output(self, *needles: str, deadline: float = STARTUP_DEADLINE) -> str:
+        """The server's output once one of `needles` is in it (a bounded wait for it to write)."""
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            text = self.output()
+            if any(n in text for n in needles):
+                return text
+            time.sleep(0.05)
+        raise AssertionError(f"none of {needles} in the server's output:\n{self.output()}")
+
 
 def start_server(
     data: Path, module: str | None = None, *args: str, wait: bool = True, port: int | None = None, home: Path | None = None,

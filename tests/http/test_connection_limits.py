@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .servers import Server, bearer, start_server
+from .servers import Roles, Server, bearer, start_server
 
 DEADLINE = 30.0
 CHUNK = b"a" * 65536
@@ -183,6 +183,18 @@ def test_an_idle_keep_alive_connection_is_closed_and_a_busy_one_is_not(impatient
     with httpx.Client(base_url=impatient.base) as client:
         ident = client.post("/v1/identity").json()
         assert client.get(f"/v1/identity/{ident['identity']}/verify", headers=bearer(ident["token"])).status_code == 204
+
+
+def test_a_body_that_stops_arriving_is_closed(impatient: Server) -> None:
+    worker = Roles.create(impatient.base, impatient.owner_token()).worker
+    with socket.create_connection(("127.0.0.1", impatient.port)) as s:
+        s.sendall(
+            b"POST /api:job-retry/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n"
+            + f"Authorization: Bearer {worker}\r\n\r\n".encode() + b'{"job_type": "stalled'
+        )
+        assert closed_by_server(s)
+    log = impatient.wait_for_output("client disconnected before sending the whole body: POST /api:job-retry/jobs", "Traceback")
+    assert "Traceback" not in log, log
 
 
 # --- defect 3: a flood of stalled connections --------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import socket
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -15,8 +14,6 @@ import pytest
 from stdbmod.http.app import ENDPOINTS
 
 from .servers import Roles, Server, bearer, start_server
-
-LOG_DEADLINE = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -29,17 +26,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def roles(server: Server) -> Roles:
     return Roles.create(server.base, server.owner_token())
-
-
-def _wait_for_log(server: Server, *needles: str) -> str:
-    """The server's log once one of `needles` is in it (a bounded wait for the server to write)."""
-    deadline = time.monotonic() + LOG_DEADLINE
-    while time.monotonic() < deadline:
-        text = server.output()
-        if any(n in text for n in needles):
-            return text
-        time.sleep(0.05)
-    raise AssertionError(f"none of {needles} in the server's log:\n{server.output()}")
 
 
 # --- defect 4: ids of any length --------------------------------------------------------------------
@@ -78,7 +64,7 @@ def test_a_client_gone_mid_body_is_one_log_line(server: Server, roles: Roles) ->
     )
     with socket.create_connection(("127.0.0.1", server.port)) as s:
         s.sendall(head.encode() + b'{"job_type": "cut off')
-    log = _wait_for_log(server, "disconnected", "Traceback")
+    log = server.wait_for_output("disconnected", "Traceback")
     assert "Traceback" not in log and "Exception in ASGI application" not in log, log
     assert sum("disconnected before" in line for line in log.splitlines()) == 1, log
     assert httpx.get(server.base + "/v1/ping").status_code == 200
