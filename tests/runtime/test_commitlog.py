@@ -11,7 +11,7 @@ import pytest
 
 from stdbmod import Database, ManualClock, Module, PrimaryKey, ReducerContext, SenderError
 from stdbmod.examples.bank import Account, bank
-from stdbmod.runtime import apply_changes, reexecute
+from stdbmod.runtime import CommitRecord, apply_changes, reexecute
 from tests.conftest import ALICE, BOB, OWNER
 
 
@@ -152,7 +152,7 @@ def draft(ctx: ReducerContext, text: str) -> None:
 
 @pytest.mark.parametrize("replay", [apply_changes, reexecute], ids=["apply_changes", "reexecute"])
 def test_a_replica_hands_out_the_ids_the_live_database_would(
-    make_db: Callable[..., Database], tmp_path: Path, replay: Callable[[Database, list[object]], int]
+    make_db: Callable[..., Database], tmp_path: Path, replay: Callable[[Database, list[CommitRecord]], int]
 ) -> None:
     """Ids used up by rows that are gone (the newest deleted, or added and dropped in one
     transaction) are not in the rows; after a replay the replica's sequences still stand where
