@@ -113,3 +113,15 @@ def test_dangling_connections_are_disconnected_when_the_server_starts(tmp_path: 
                 assert [s.what for s in view.db.seen.iter()] == [f"connect {conn}", f"disconnect {conn}"]
     finally:
         db.close()
+
+
+def test_owner_sql_dml_over_http_is_a_logged_transaction_with_its_sender(env: Env) -> None:
+    url = f"{env.base}/v1/database/fidelity/sql"
+    r = httpx.post(url, content=b"INSERT INTO item (id, name, qty) VALUES (77, 'quince', 2)", headers=env.owner, timeout=30)
+    assert r.status_code == 200, r.text
+    refused = httpx.post(url, content=b"DELETE FROM item WHERE id = 77", headers=env.alice, timeout=30)
+    assert refused.status_code == 403
+    sql = [r for r in env.db.commit_log() if r.kind == "sql"]
+    assert [(r.kind, Identity(r.sender)) for r in sql] == [("sql", env.db.owner)]
+    with env.db.read() as view:
+        assert view.db.item.id.find(77) is not None

@@ -156,3 +156,13 @@ def test_a_process_killed_mid_handler_leaves_a_lease_the_sweep_reaps_once(tmp_pa
         assert (done.status, done.result, done.attempts) == (TaskStatus.COMPLETED, 2, 2)
         assert _history(db, task.id) == [Outcome.LEASE_EXPIRED, Outcome.COMPLETED]
     assert marker.read_text() == "attempt 1\nattempt 2\n"
+
+
+def test_lease_seconds_is_for_io_handlers_and_bounded() -> None:
+    from stdbmod.retry import InvalidArgument, create_retry_module
+
+    rm = create_retry_module()
+    with pytest.raises(InvalidArgument, match="lease_seconds is for io=True handlers"):
+        rm.handler("x", lease_seconds=10)
+    with pytest.raises(InvalidArgument):
+        rm.handler("y", io=True, lease_seconds=0)
