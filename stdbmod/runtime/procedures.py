@@ -21,7 +21,9 @@ starts, as SpacetimeDB does: a scheduled procedure runs at most once, never twic
 
 from __future__ import annotations
 
+import logging
 import random
+import threading
 import traceback
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 DEFAULT_WORKERS = 64  # procedures running at once; more wait their turn (Database.procedure_workers)
+CLOSE_WAIT = 30.0  # seconds `Database.close` waits for running procedures
+
+log = logging.getLogger("stdbmod.procedures")
 
 
 @dataclass
@@ -118,6 +123,8 @@ class Procedures:
     def __init__(self, db: Database, workers: int) -> None:
         self._db = db
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"stdbmod-procedure-{db.name}")
+        self._running = 0
+        self._idle = threading.Condition()
 
     def submit(
         self, rdef: ReducerDef, args: tuple[Any, ...], *, sender: Identity, connection_id: ConnectionId | None = None,
@@ -126,6 +133,19 @@ class Procedures:
         return self._pool.submit(self._run, rdef, args, sender, connection_id, args_bytes, timestamp)
 
     def _run(
+        self, rdef: ReducerDef, args: tuple[Any, ...], sender: Identity, connection_id: ConnectionId | None, args_bytes: bytes,
+        timestamp: Timestamp | None,
+    ) -> Any:
+        with self._idle:
+            self._running += 1
+        try:
+            return self._call(rdef, args, sender, connection_id, args_bytes, timestamp)
+        finally:
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
+
+    def _call(
         self, rdef: ReducerDef, args: tuple[Any, ...], sender: Identity, connection_id: ConnectionId | None, args_bytes: bytes,
         timestamp: Timestamp | None,
     ) -> Any:
@@ -154,10 +174,16 @@ class Procedures:
                 except StdbError:
                     pass
 
-    def close(self) -> None:
-        """Wait for the procedures running (their transactions still go through) and drop the
-        ones not started."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+    def close(self, wait: float | None = None) -> None:
+        """Drop the procedures not started and wait up to `wait` seconds for the running ones
+        (their transactions still go through meanwhile). One still running after that (a
+        handler stuck on the network) fails at its next transaction, the database being
+        closed: as after a crash, an I/O handler's attempt is then reaped by its lease."""
+        wait = CLOSE_WAIT if wait is None else wait
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._idle:
+            if not self._idle.wait_for(lambda: self._running == 0, timeout=wait):
+                log.warning("closing with %d procedure(s) still running after %.0f s", self._running, wait)
 
 
 def _nothing(ctx: ReducerContext) -> None:

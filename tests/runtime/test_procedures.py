@@ -137,3 +137,19 @@ def test_procedures_over_http_and_the_cli(tmp_path: Path) -> None:
         assert (r.status_code, r.json()) == (530, {"error": "no thanks"})
     finally:
         assert server.stop() == 0
+
+
+def test_close_waits_a_while_for_a_stuck_procedure_which_then_fails(
+    make_db: Callable[..., Database], listener: socket.socket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stdbmod.runtime import procedures
+
+    monkeypatch.setattr(procedures, "CLOSE_WAIT", 0.2)
+    db = make_db(mod)
+    stuck = db.submit("wait_on", listener.getsockname()[1], sender=ALICE)
+    conn, _ = listener.accept()
+    with conn:
+        db.close()  # returns although the procedure still waits on its socket
+        conn.sendall(b"late")
+        with pytest.raises(ReducerFailed):  # its transaction finds the database closed
+            stuck.result(timeout=30)
