@@ -43,6 +43,7 @@ from .limits import DEFAULT_LIMITS, ConnectionLimits
 
 LINGER_SECONDS = 2.0
 LINGER_BYTES = 1 << 20
+WARN_EVERY = 60.0  # seconds between two warnings that the cap is reached (a flood would log a line per connection)
 
 
 class HeadTooLarge(Exception):
@@ -56,6 +57,8 @@ class HeadTooLarge(Exception):
 
 # connections of each server waiting for a request (none in progress), the longest-waiting first
 _waiting: weakref.WeakKeyDictionary[ServerState, dict[GuardedProtocol, None]] = weakref.WeakKeyDictionary()
+# when each server last warned that its cap was reached
+_warned: weakref.WeakKeyDictionary[ServerState, float] = weakref.WeakKeyDictionary()
 
 
 class GuardedProtocol(HttpToolsProtocol):
@@ -80,10 +83,20 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.limits.max_connections and not self._make_room():
-            self._refuse(503, "too many connections; try again later")
-            return
+        if len(self.connections) > self.limits.max_connections:
+            room = self._make_room()
+            self._warn_full(room)
+            if not room:
+                self._refuse(503, "too many connections; try again later")
+                return
         self._wait_for_request()
+
+    def _warn_full(self, room: bool) -> None:
+        now = self.loop.time()
+        if now - _warned.get(self.server_state, -WARN_EVERY) >= WARN_EVERY:
+            _warned[self.server_state] = now
+            done = "closing the connections idle longest to admit new ones" if room else "every one is busy: refusing new ones (503)"
+            self.logger.warning("%d connections open (--max-connections): %s", len(self.connections) - 1, done)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_waiting()

@@ -197,6 +197,37 @@ def test_a_body_that_stops_arriving_is_closed(impatient: Server) -> None:
     assert "Traceback" not in log, log
 
 
+def test_with_every_connection_busy_a_newcomer_gets_a_503(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "data", None, "--max-connections", "3")
+    busy: list[socket.socket] = []
+    try:
+        worker = Roles.create(server.base, server.owner_token()).worker
+        head = (
+            "POST /api:job-retry/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n"
+            f"Expect: 100-continue\r\nAuthorization: Bearer {worker}\r\n\r\n"
+        )
+        for _ in range(3):  # requests in progress: their handlers wait for the rest of the body
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=DEADLINE)
+            s.sendall(head.encode())
+            assert s.recv(100).startswith(b"HTTP/1.1 100")  # the handler reads the body: in progress
+            busy.append(s)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=DEADLINE) as newcomer:
+            status, message = error_of(read_response(newcomer))
+            assert status == 503 and "too many connections" in message
+        busy.pop(0).close()  # one finishes: room again
+        deadline = time.monotonic() + DEADLINE
+        r = httpx.get(server.base + "/v1/ping")
+        while r.status_code == 503:  # until the server has seen the close
+            assert time.monotonic() < deadline
+            r = httpx.get(server.base + "/v1/ping")
+        assert r.status_code == 200
+        assert all(not readable(s, 0) for s in busy)  # the busy ones were never closed to make room
+    finally:
+        for s in busy:
+            s.close()
+        server.stop()
+
+
 # --- defect 3: a flood of stalled connections --------------------------------------------------------
 
 FDS = 1024  # the server's open-file limit: fewer than the stalled connections
@@ -246,3 +277,4 @@ def test_stalled_connections_do_not_keep_a_legitimate_client_out(flood: tuple[Se
                 poller.unregister(fd)
     assert len(closed) >= STALLED - FDS, len(closed)
     assert "at most 960 connections" in server.output()
+    assert server.output().count("connections open (--max-connections): closing the connections idle longest") == 1
