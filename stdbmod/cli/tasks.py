@@ -14,7 +14,7 @@ import click
 from ..local.datadir import open_database
 from ..retry import queries
 from ..retry.errors import InvalidArgument
-from ..retry.limits import MAX_HISTORY_CAP, MAX_PER_PAGE
+from ..retry.limits import MAX_CONCURRENCY, MAX_HISTORY_CAP, MAX_PER_PAGE, MAX_RATE_LIMIT, MAX_RATE_PERIOD_SECONDS
 from ..runtime import Database
 from ..types import Identity
 from .options import (
@@ -75,7 +75,8 @@ def _page(page: Any, as_json: bool, title: str) -> None:
 
 @click.group(short_help="The task-retry module for admins.")
 def tasks() -> None:
-    """The task-retry module for admins: list, show, dead-letter tier, requeue, run now, delete, history."""
+    """The task-retry module for admins: list, show, dead-letter tier, requeue, run now, delete, history;
+    queues, pause, resume, limits."""
 
 
 @tasks.command(name="list")
@@ -171,3 +172,77 @@ def history(data: str, module: str | None, as_: str | None, as_json: bool, limit
         print_json(entries)
         return
     print_table(HISTORY_COLUMNS, [[getattr(e, c.name) for c in HISTORY_COLUMNS] for e in entries], title="attempt history (newest first)")
+
+
+# --- queues (issue 16): pause, resume, limits ------------------------------------------------------
+
+QUEUE_COLUMNS = [
+    Column("queue"), Column("paused"), Column("queued"), Column("running"), Column("oldest_ready_s", 2),
+    Column("completed", 3), Column("dead", 3), Column("concurrency", 1), Column("rate", 1), Column("partition", 4),
+]  # fmt: skip
+
+
+def _queue_cells(q: Any) -> list[Any]:
+    rate = None if q.rate_limit is None else f"{q.rate_limit}/{q.rate_period_seconds}s"
+    partition = None if q.partition_limit is None else f"{q.partition_limit}/{q.rate_period_seconds}s"
+    age = None if q.oldest_ready_age_seconds is None else round(q.oldest_ready_age_seconds, 1)
+    c = q.counts
+    return [q.queue, "yes" if q.paused else "", c["queued"], c["running"], age, c["completed"], c["dead"], q.concurrency, rate, partition]
+
+
+def _show_queue(db: Database, who: Identity, queue: str, as_json: bool, title: str) -> None:
+    info = queries.queue_info(db, who, queue)
+    if as_json:
+        print_json(info)
+    else:
+        print_table(QUEUE_COLUMNS, [_queue_cells(info)], title=title)
+
+
+@tasks.command()
+@common
+def queues(data: str, module: str | None, as_: str | None, as_json: bool) -> None:
+    """Every queue: tasks per status, paused, limits, the age of its oldest ready task."""
+    with _db(data, module, as_) as (db, who, q):
+        infos = q.queue_list(db, who)
+    if as_json:
+        print_json(infos)
+    else:
+        print_table(QUEUE_COLUMNS, [_queue_cells(i) for i in infos], title="queues")
+
+
+@tasks.command()
+@common
+@click.argument("queue")
+def pause(data: str, module: str | None, as_: str | None, as_json: bool, queue: str) -> None:
+    """Pause QUEUE: claims get nothing and in-module attempts wait; enqueues still land."""
+    with _db(data, module, as_) as (db, who, _):
+        db.call("pause_queue", queue, sender=who)
+        _show_queue(db, who, queue, as_json, f"queue {queue} paused")
+
+
+@tasks.command()
+@common
+@click.argument("queue")
+def resume(data: str, module: str | None, as_: str | None, as_json: bool, queue: str) -> None:
+    """Resume a paused QUEUE."""
+    with _db(data, module, as_) as (db, who, _):
+        db.call("resume_queue", queue, sender=who)
+        db.run_due()  # the in-module attempts that waited
+        _show_queue(db, who, queue, as_json, f"queue {queue} resumed")
+
+
+@tasks.command()
+@common
+@click.argument("queue")
+@click.option("--concurrency", type=click.IntRange(min=1, max=MAX_CONCURRENCY), default=None, help="At most N running at once.")
+@click.option("--rate-limit", type=click.IntRange(min=1, max=MAX_RATE_LIMIT), default=None, help="At most N claims per period.")
+@click.option("--rate-period", type=click.IntRange(min=1, max=MAX_RATE_PERIOD_SECONDS), default=None, help="The rate window in seconds [60].")
+@click.option("--partition-limit", type=click.IntRange(min=1, max=MAX_RATE_LIMIT), default=None, help="At most N claims per partition key per period.")
+def limits(
+    data: str, module: str | None, as_: str | None, as_json: bool, queue: str,
+    concurrency: int | None, rate_limit: int | None, rate_period: int | None, partition_limit: int | None,
+) -> None:  # fmt: skip
+    """Set QUEUE's limits, all at once: a limit not given is removed."""
+    with _db(data, module, as_) as (db, who, _):
+        db.call("set_queue_limits", queue, concurrency, rate_limit, rate_period, partition_limit, sender=who)
+        _show_queue(db, who, queue, as_json, f"queue {queue} limits")

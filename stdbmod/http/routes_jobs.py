@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..retry import Completion, NewTask, queries
+from ..retry import Completion, NewTask, limits, queries
 from ..types import Identity, Timestamp
 from . import inputs, render, wire
 from .context import ServerContext
@@ -181,8 +181,48 @@ async def history(ctx: ServerContext, request: Request) -> Response:
     return json_response(wire.History(items=[render.attempt(r) for r in rows]))
 
 
+# --- queue control (issue 16) ---------------------------------------------------------------------
+
+
+def _queue(request: Request) -> str:
+    queue: str = request.path_params["queue"]
+    if not queue or len(queue) > limits.MAX_NAME_CHARS or "\x00" in queue:
+        raise HttpError(400, f"queue must be 1 to {limits.MAX_NAME_CHARS} characters, without NUL")
+    return queue
+
+
+def _queue_out(info: queries.QueueInfo) -> wire.QueueOut:
+    return wire.QueueOut(**msgspec.structs.asdict(info))
+
+
+async def list_queues(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    infos = await run_in_threadpool(queries.queue_list, ctx.db, caller)
+    return json_response(wire.Queues([_queue_out(i) for i in infos]))
+
+
+def _queue_action(reducer: str, body_type: Any, *fields: str) -> Callable[[ServerContext, Request], Awaitable[Response]]:
+    """A route that calls `reducer(queue, *body fields)` as the caller and answers the queue."""
+
+    async def handle(ctx: ServerContext, request: Request) -> Response:
+        caller = ctx.caller(request)
+        queue = _queue(request)
+        b = await inputs.body(request, body_type, ctx.body_limit)
+        await _write(ctx, reducer, queue, *[getattr(b, f) for f in fields], sender=caller)
+        return json_response(_queue_out(await run_in_threadpool(queries.queue_info, ctx.db, caller, queue)))
+
+    handle.__name__ = reducer
+    return handle
+
+
+pause_queue = _queue_action("pause_queue", wire.NoBody)
+resume_queue = _queue_action("resume_queue", wire.NoBody)
+set_queue_limits = _queue_action("set_queue_limits", wire.QueueLimitsBody, "concurrency", "rate_limit", "rate_period_seconds", "partition_limit")
+
+
 _J = PREFIX + "/jobs"
 _ID = _J + "/" + JOB_ID
+_Q = PREFIX + "/queues/{queue}"
 _WORKER = (400, 403, 404, 409, 413)
 
 ENDPOINTS = [
@@ -215,6 +255,14 @@ ENDPOINTS = [
     Endpoint("POST", PREFIX + "/dlq/" + JOB_ID + "/requeue", requeue, "Requeue a dead job, attempts reset (admin)", "jobs", "admin",
              response=wire.Job, body=wire.NoBody, errors=_WORKER),
     Endpoint("DELETE", PREFIX + "/dlq/" + JOB_ID, delete_dead, "Delete a dead job (admin)", "jobs", "admin", response=wire.Deleted, errors=(403, 404, 409)),
+    Endpoint("GET", PREFIX + "/queues", list_queues, "Every queue: jobs per status, paused, limits, the oldest ready job's age (admin)", "queues",
+             "admin", response=wire.Queues, errors=(403,)),
+    Endpoint("POST", _Q + "/pause", pause_queue, "Pause a queue: claims get nothing, in-module attempts wait, enqueues land (admin)", "queues",
+             "admin", response=wire.QueueOut, body=wire.NoBody, errors=(400, 403, 413)),
+    Endpoint("POST", _Q + "/resume", resume_queue, "Resume a paused queue (admin)", "queues", "admin",
+             response=wire.QueueOut, body=wire.NoBody, errors=(400, 403, 413)),
+    Endpoint("POST", _Q + "/limits", set_queue_limits, "Set a queue's concurrency and rate limits, checked inside every claim (admin)", "queues",
+             "admin", response=wire.QueueOut, body=wire.QueueLimitsBody, errors=(400, 403, 413)),
     Endpoint("GET", PREFIX + "/history", history, "The attempt history, newest first (admin)", "jobs", "admin",
              response=wire.History, query=wire.HistoryQuery, errors=(400, 403)),
 ]

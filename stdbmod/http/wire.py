@@ -41,6 +41,7 @@ class EnqueueBody(msgspec.Struct, forbid_unknown_fields=True):
     idempotency_key: Name | None = None
     max_backoff_seconds: Annotated[int, Meta(ge=0, le=limits.MAX_BACKOFF_SECONDS)] | None = None
     backoff_jitter: Annotated[float, Meta(ge=0.0, le=1.0)] = 0.0
+    partition_key: Name | None = None
 
 
 class ClaimBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -103,6 +104,15 @@ class CancelBody(msgspec.Struct, forbid_unknown_fields=True):
 
 class NoBody(msgspec.Struct, forbid_unknown_fields=True):
     pass
+
+
+class QueueLimitsBody(msgspec.Struct, forbid_unknown_fields=True):
+    """A queue's limits, all replaced at once (a field left out or null: no such limit)."""
+
+    concurrency: Annotated[int, Meta(ge=1, le=limits.MAX_CONCURRENCY, description="at most this many running at once")] | None = None
+    rate_limit: Annotated[int, Meta(ge=1, le=limits.MAX_RATE_LIMIT, description="at most this many claims per period")] | None = None
+    rate_period_seconds: Annotated[int, Meta(ge=1, le=limits.MAX_RATE_PERIOD_SECONDS, description="the rate window (default 60)")] | None = None
+    partition_limit: Annotated[int, Meta(ge=1, le=limits.MAX_RATE_LIMIT, description="at most this many claims per partition_key per period")] | None = None
 
 
 # --- job routes: query strings -------------------------------------------------------------------
@@ -202,6 +212,24 @@ class AttemptOut(msgspec.Struct):
 
 class History(msgspec.Struct):
     items: list[AttemptOut]
+
+
+class QueueOut(msgspec.Struct):
+    """A queue: its jobs per status (counted in the index), its controls, and how long its
+    oldest ready job has waited (null: none is ready)."""
+
+    queue: str
+    counts: dict[str, int]
+    paused: bool
+    concurrency: int | None
+    rate_limit: int | None
+    rate_period_seconds: int
+    partition_limit: int | None
+    oldest_ready_age_seconds: float | None
+
+
+class Queues(msgspec.Struct):
+    items: list[QueueOut]
 
 
 class Deleted(msgspec.Struct):

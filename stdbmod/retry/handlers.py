@@ -19,6 +19,7 @@ from ..types import Identity, Timestamp
 from . import transitions
 from .attempt_outcome import HANDLER_WORKER, run_handler, settle
 from .io_handlers import IoHandler, start_io_attempt
+from .queues import paused
 from .tables import AttemptTimer, Task, TaskStatus
 
 __all__ = ["HANDLER_WORKER", "HandlerContext", "Handler", "run_handler_attempt"]
@@ -85,6 +86,8 @@ def run_handler_attempt(ctx: ReducerContext, handlers: Mapping[str, Handler], ti
     ctx.db.attempt_timer.scheduled_id.delete(timer.scheduled_id)
     task: Task | None = ctx.db.task.id.find(timer.task_id)
     if task is None or task.status is not TaskStatus.QUEUED or not task.in_module:
+        return
+    if paused(ctx.db, task.queue):  # left queued without a timer: resume_queue arms it again
         return
     handler = handlers.get(task.job_type)
     if handler is None:  # unregistered since it was queued: external workers may claim it now

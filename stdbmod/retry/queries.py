@@ -15,13 +15,14 @@ from typing import Any
 import msgspec
 
 from ..runtime import Database, Range
-from ..types import Identity
+from ..types import Identity, Timestamp
 from .errors import InvalidArgument, NotAuthorized, TaskNotFound
 from .limits import MAX_HISTORY_CAP, check_int, check_page
+from .queues import RetryQueue, control_of
 from .roles import is_admin, is_worker
 from .tables import Attempt, Task, TaskStatus
 
-__all__ = ["Page", "list_tasks", "pending", "dead_letter", "get_task", "history", "is_admin", "is_worker"]
+__all__ = ["Page", "QueueInfo", "queue_list", "queue_info", "list_tasks", "pending", "dead_letter", "get_task", "history", "is_admin", "is_worker"]
 
 
 class Page(msgspec.Struct):
@@ -128,3 +129,68 @@ def history(db: Database, caller: Identity, *, limit: int = 100, task_id: int | 
         else:
             rows = view.db.attempt.task_id.filter(task_id, reverse=True)
         return list(islice(rows, limit))
+
+
+# --- queues (queues.py) ---------------------------------------------------------------------------
+
+
+class QueueInfo(msgspec.Struct):
+    """A queue as an operator sees it: its tasks per status (counted in the claim index, never
+    by reading a row), its controls, and how long its oldest ready task has waited."""
+
+    queue: str
+    counts: dict[str, int]
+    paused: bool
+    concurrency: int | None
+    rate_limit: int | None
+    rate_period_seconds: int
+    partition_limit: int | None
+    oldest_ready_age_seconds: float | None  # None: nothing is ready
+
+
+def _oldest_ready(tables: Any, queue: str, now: Timestamp) -> Timestamp | None:
+    """The earliest run_after among the queue's due queued tasks: the first entry of each
+    priority of the claim index (worker and in-module tasks alike), one read per priority."""
+    oldest: Timestamp | None = None
+    for in_module in (False, True):
+        prefix = (TaskStatus.QUEUED, in_module, queue)
+        spec: tuple[Any, ...] = prefix
+        while (row := next(iter(tables.task.by_claim_queue.filter(spec)), None)) is not None:
+            if row.run_after <= now and (oldest is None or row.run_after < oldest):
+                oldest = row.run_after
+            spec = (*prefix, Range(lo=row.neg_priority, lo_inclusive=False))
+    return oldest
+
+
+def _queue_info(tables: Any, queue: str, now: Timestamp) -> QueueInfo:
+    index = tables.task.by_claim_queue
+    counts = {s.value: index.count((s, False, queue)) + index.count((s, True, queue)) for s in TaskStatus}
+    row = control_of(tables, queue) or RetryQueue(queue)
+    oldest = _oldest_ready(tables, queue, now)
+    age = None if oldest is None else (now.micros - oldest.micros) / 1e6
+    return QueueInfo(queue, counts, row.paused, row.concurrency, row.rate_limit, row.rate_period_seconds, row.partition_limit, age)
+
+
+def _queue_names(tables: Any) -> list[str]:
+    """Every queue that has a task or a control row: one seek per queue in the queue index."""
+    names = {r.queue for r in tables.retry_queue.iter()}
+    spec: Any = Range()
+    while (task := next(iter(tables.task.queue.filter(spec)), None)) is not None:
+        names.add(task.queue)
+        spec = Range(lo=task.queue, lo_inclusive=False)
+    return sorted(names)
+
+
+def queue_list(db: Database, caller: Identity) -> list[QueueInfo]:
+    """Every queue (admin only), by name."""
+    with db.read() as view:
+        _require_admin(view.db, caller, "queues")
+        now = db.clock.now()
+        return [_queue_info(view.db, q, now) for q in _queue_names(view.db)]
+
+
+def queue_info(db: Database, caller: Identity, queue: str) -> QueueInfo:
+    """One queue (admin only); a queue nobody used shows zero counts."""
+    with db.read() as view:
+        _require_admin(view.db, caller, "queues")
+        return _queue_info(view.db, queue, db.clock.now())

@@ -28,10 +28,10 @@ from ..module import Module
 from ..runtime import ReducerContext
 from ..types import Identity
 from . import transitions
-from .claim import next_claimable
 from .errors import InvalidArgument, InvalidTransition, StaleLease, TaskNotFound
 from .handlers import run_handler_attempt
 from .limits import MAX_BATCH, MAX_HISTORY_CAP, MAX_LEASE_SECONDS, MAX_SNOOZE_SECONDS, check_batch, check_int, check_name
+from .queues import Limits, RetryQueue, next_allowed, set_limits, set_paused
 from .roles import require_admin, require_worker
 from .tables import (
     DEFAULT_HISTORY_CAP,
@@ -138,7 +138,7 @@ def declare_reducers(mod: Module, handlers: Handlers) -> None:
             check_name("queue", queue)
         worker = _worker_id(ctx, worker_id)
         lease = lease_length(ctx, lease_seconds)
-        task = next_claimable(ctx.db, queue, ctx.timestamp)
+        task = next_allowed(ctx.db, queue, ctx.timestamp)
         if task is None:
             return None
         return transitions.start_claim(ctx, task, worker, lease)
@@ -210,7 +210,7 @@ def declare_reducers(mod: Module, handlers: Handlers) -> None:
         lease = lease_length(ctx, lease_seconds)
         claimed: list[Task] = []
         while len(claimed) < limit:
-            task = next_claimable(ctx.db, queue, ctx.timestamp)
+            task = next_allowed(ctx.db, queue, ctx.timestamp)
             if task is None:
                 break
             claimed.append(transitions.start_claim(ctx, task, worker, lease))
@@ -306,3 +306,31 @@ def declare_reducers(mod: Module, handlers: Handlers) -> None:
         require_admin(ctx, "set_default_lease")
         check_int("seconds", seconds, 1, MAX_LEASE_SECONDS)
         _save_settings(ctx, default_lease_seconds=seconds)
+
+    # --- admins: queue control (queues.py) --------------------------------------------------------
+
+    @mod.reducer
+    def pause_queue(ctx: ReducerContext, queue: str) -> RetryQueue:
+        """Claims of `queue` get nothing and its in-module attempts wait; enqueues still land."""
+        require_admin(ctx, "pause_queue")
+        return set_paused(ctx, queue, True, transitions.arm_attempt)
+
+    @mod.reducer
+    def resume_queue(ctx: ReducerContext, queue: str) -> RetryQueue:
+        """Undo pause_queue; the in-module attempts that waited are due again."""
+        require_admin(ctx, "resume_queue")
+        return set_paused(ctx, queue, False, transitions.arm_attempt)
+
+    @mod.reducer
+    def set_queue_limits(
+        ctx: ReducerContext,
+        queue: str,
+        concurrency: int | None = None,
+        rate_limit: int | None = None,
+        rate_period_seconds: int | None = None,
+        partition_limit: int | None = None,
+    ) -> RetryQueue:
+        """Replace `queue`'s concurrency and rate limits (None: no such limit; the period
+        defaults to 60 s)."""
+        require_admin(ctx, "set_queue_limits")
+        return set_limits(ctx, queue, Limits(concurrency, rate_limit, rate_period_seconds, partition_limit))

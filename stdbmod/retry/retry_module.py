@@ -85,13 +85,15 @@ class RetryModule:
         idempotency_key: str | None = None,
         max_backoff_seconds: int | None = None,
         backoff_jitter: float = 0.0,
+        partition_key: str | None = None,
     ) -> Task:
         """Add a task inside the calling reducer's transaction (no role check: the calling
         module decides who may do this). It exists only if that reducer commits. The options
         are `NewTask`'s, named here for editors."""
         rctx = ctx.reducer_context if isinstance(ctx, HandlerContext) else ctx
         task = NewTask(
-            job_type, queue, payload, max_attempts, backoff_seconds, run_after, priority, idempotency_key, max_backoff_seconds, backoff_jitter
+            job_type, queue, payload, max_attempts, backoff_seconds, run_after, priority, idempotency_key, max_backoff_seconds, backoff_jitter,
+            partition_key,
         )
         return transitions.create_task(rctx, self.handlers, transitions.checked(task))
 

@@ -179,6 +179,8 @@ class NewTask(msgspec.Struct, forbid_unknown_fields=True):
     # appended (issue 17): backoff options; None / 0.0 keep seed 000's formula exactly
     max_backoff_seconds: int | None = None
     backoff_jitter: float = 0.0
+    # issue 16 (docs/retry.md, "The shape"): rate limits per partition
+    partition_key: str | None = None
 
 
 class Completion(msgspec.Struct, forbid_unknown_fields=True):
@@ -198,6 +200,9 @@ def declare_tables(mod: Module) -> None:
     mod.table(AttemptTimer, scheduled="run_attempt")
     mod.table(LeaseSweep, scheduled="sweep_leases")
     mod.table(LeaseTimer, scheduled="reap_lease")
+    from .queues import declare_queue_tables  # queues.py builds on these rows
+
+    declare_queue_tables(mod)
 
 
 def settings_of(db: Any) -> RetrySettings:

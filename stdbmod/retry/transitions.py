@@ -38,6 +38,7 @@ from .limits import (
     clip_error,
     unstorable,
 )
+from .queues import note_claim
 from .tables import Attempt, AttemptTimer, DeadReason, LeaseSweep, NewTask, Outcome, Task, TaskStatus, settings_of
 
 Handlers = Mapping[str, Callable[..., Any]]
@@ -67,6 +68,7 @@ def checked(task: NewTask) -> NewTask:
         if task.max_backoff_seconds is None
         else check_int("max_backoff_seconds", task.max_backoff_seconds, 0, MAX_BACKOFF_SECONDS),
         backoff_jitter=check_fraction("backoff_jitter", task.backoff_jitter),
+        partition_key=None if task.partition_key is None else check_name("partition_key", task.partition_key),
     )
 
 
@@ -157,6 +159,7 @@ def create_task(ctx: ReducerContext, handlers: Handlers, spec: NewTask, recurrin
             max_backoff_seconds=spec.max_backoff_seconds,
             backoff_jitter=spec.backoff_jitter,
             recurring_id=recurring_id,
+            partition_key=spec.partition_key,
         )
     )
     if in_module:
@@ -183,6 +186,7 @@ def start_claim(ctx: ReducerContext, task: Task, worker_id: str, lease_seconds: 
         ctx, task, claimed_at=ctx.timestamp, claimed_by=worker_id, lease_holder=ctx.sender, lease_expires_at=expires
     )
     arm_sweep(ctx, expires)
+    note_claim(ctx, running)
     return running
 
 

@@ -158,3 +158,26 @@ def test_requeue_runs_a_handlers_task_at_once(invoke: Invoke, tmp_path: object) 
     assert as_json(invoke("sql", "--data", data, "SELECT order_id, to FROM outbox WHERE id = 3", "--json")) == [
         {"order_id": 2, "to": "bob@example.com"}
     ]
+
+
+def test_queues_pause_resume_limits(invoke: Invoke, retry_dir: str) -> None:
+    _fill(invoke, retry_dir)
+    listed = {q["queue"]: q for q in as_json(invoke("tasks", "queues", "--data", retry_dir, "--json"))}
+    assert listed["default"]["counts"] == {"queued": 1, "running": 0, "completed": 1, "dead": 1}
+    assert listed["default"]["paused"] is False
+    paused = as_json(invoke("tasks", "pause", "--data", retry_dir, "default", "--json"))
+    assert paused["paused"] is True
+    invoke("call", "--data", retry_dir, "submit", '"later"')  # enqueues still land
+    assert invoke("call", "--data", retry_dir, "claim").stdout.strip() == "ok"  # None: claims get nothing
+    assert "yes" in invoke("tasks", "queues", "--data", retry_dir).stdout
+    assert as_json(invoke("tasks", "resume", "--data", retry_dir, "default", "--json"))["paused"] is False
+    limited = as_json(invoke("tasks", "limits", "--data", retry_dir, "default", "--concurrency", "1", "--rate-limit", "5", "--json"))
+    assert (limited["concurrency"], limited["rate_limit"], limited["rate_period_seconds"]) == (1, 5, 60)
+    assert invoke("call", "--data", retry_dir, "claim").stdout.strip() != "ok"
+    assert invoke("call", "--data", retry_dir, "claim").stdout.strip() == "ok"  # None: the concurrency limit
+    cleared = as_json(invoke("tasks", "limits", "--data", retry_dir, "default", "--json"))
+    assert cleared["concurrency"] is None and cleared["rate_limit"] is None
+    r = invoke("tasks", "limits", "--data", retry_dir, "default", "--concurrency", "0", code=2)
+    assert "Invalid value for '--concurrency'" in r.stderr
+    r = invoke("tasks", "pause", "--data", retry_dir, "default", "--as", STRANGER, code=1)
+    assert "only an admin" in r.stderr

@@ -97,6 +97,10 @@ ROUTES: list[Route] = [
     ("POST", lambda w, who: f"{J}/recurring/{w.recurring_id}/enable", {}, "admin"),
     ("POST", lambda w, who: f"{J}/recurring/{w.recurring_id}/run_now", {}, "admin"),
     ("DELETE", lambda w, who: f"{J}/recurring/{w.recurring_id + 1000}", None, "admin"),
+    ("GET", f"{J}/queues", None, "admin"),
+    ("POST", f"{J}/queues/matrix-paused/pause", None, "admin"),
+    ("POST", f"{J}/queues/matrix-paused/resume", None, "admin"),
+    ("POST", f"{J}/queues/matrix-limited/limits", {"concurrency": 5}, "admin"),
 ]
 
 ALLOWED = {

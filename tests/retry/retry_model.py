@@ -55,6 +55,21 @@ class MTask:
     snoozes: int = 0
     fingerprint: str | None = None
     hold: bool = False
+    partition: str | None = None
+
+
+@dataclass
+class MQueue:
+    """A queue's controls (queues.py); a queue without one is open."""
+
+    paused: bool = False
+    concurrency: int | None = None
+    rate: int | None = None
+    period: int = 60
+    partition_limit: int | None = None
+
+    def idle(self) -> bool:
+        return not self.paused and self.concurrency is None and self.rate is None and self.partition_limit is None
 
 
 @dataclass
@@ -70,7 +85,7 @@ class Model:
     attempt_timers: dict[int, tuple[int, int]] = field(default_factory=dict)  # task -> (due, id)
     sweep: int | None = None  # when the lease sweep (its one row) is due
     notes: list[tuple[int, int]] = field(default_factory=list)  # handler writes that committed
-    seq: dict[str, int] = field(default_factory=lambda: {"task": 0, "attempt": 0, "attempt_timer": 0})
+    seq: dict[str, int] = field(default_factory=lambda: {"task": 0, "attempt": 0, "attempt_timer": 0, "claim_mark": 0})
     rng: random.Random | None = None  # the transaction's ctx.rng: seeded from its timestamp, made on first use
 
     def begin(self) -> None:
@@ -81,6 +96,8 @@ class Model:
         if self.rng is None:
             self.rng = random.Random(self.now)
         return self.rng
+    queues: dict[str, MQueue] = field(default_factory=dict)
+    marks: list[tuple[int, str, str | None, int]] = field(default_factory=list)  # (id, queue, partition, at)
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -171,7 +188,7 @@ class Model:
 
     def create(self, who: Identity | None, role: str, job_type: str, queue: str, payload: Any, max_attempts: int,
                backoff: int, priority: int, delay: int, idem: str | None, max_backoff: int | None = None,
-               jitter: float = 0.0) -> MTask:  # fmt: skip
+               jitter: float = 0.0, partition: str | None = None) -> MTask:  # fmt: skip
         if role == "admin":
             self._admin(who)  # type: ignore[arg-type]
         elif role == "worker":
@@ -182,7 +199,8 @@ class Model:
             if idem is not None and t.idem == idem:
                 return t
         t = MTask(self._next("task"), job_type, queue, payload, max_attempts, backoff, priority,
-                  self.now + delay * S, self._handled(job_type), idem, max_backoff=max_backoff, jitter=jitter)  # fmt: skip
+                  self.now + delay * S, self._handled(job_type), idem, max_backoff=max_backoff, jitter=jitter,
+                  partition=partition)  # fmt: skip
         self.tasks[t.id] = t
         if t.in_module:
             self._arm(t)
@@ -190,14 +208,10 @@ class Model:
 
     def claim(self, who: Identity, queue: str | None, worker_id: str | None, lease: int | None) -> MTask | None:
         self._worker(who)
-        ready = [
-            t
-            for t in self.tasks.values()
-            if t.status == "queued" and not t.in_module and t.run_after <= self.now and queue in (None, t.queue)
-        ]
-        if not ready:
+        t = self.next_allowed(queue)
+        if t is None:
             return None
-        t = min(ready, key=lambda t: (-t.priority, t.run_after, t.id))
+        self._note_claim(t)
         seconds = self.default_lease if lease is None else lease
         t.status, t.attempts = "running", t.attempts + 1
         t.lease_holder, t.lease_expires = who, self.now + seconds * S
@@ -236,6 +250,77 @@ class Model:
         t = self._held(who, task_id, attempt)
         self._snooze(t, seconds, t.claimed_by or "")
         return t
+
+    # --- queue control (queues.py) --------------------------------------------------------------
+
+    def _in_window(self, queue: str, partition: str | None, any_partition: bool) -> int:
+        q = self.queues[queue]
+        lo = self.now - q.period * S
+        return sum(1 for _, mq, mp, at in self.marks if mq == queue and lo < at <= self.now and (any_partition or mp == partition))
+
+    def _blocked(self, queue: str) -> bool:
+        q = self.queues.get(queue)
+        if q is None:
+            return False
+        running = sum(1 for t in self.tasks.values() if t.queue == queue and t.status == "running")
+        return (
+            q.paused
+            or (q.concurrency is not None and running >= q.concurrency)
+            or (q.rate is not None and self._in_window(queue, None, True) >= q.rate)
+        )
+
+    def _partition_full(self, t: MTask) -> bool:
+        q = self.queues.get(t.queue)
+        if q is None or q.partition_limit is None or t.partition is None:
+            return False
+        return self._in_window(t.queue, t.partition, False) >= q.partition_limit
+
+    def next_allowed(self, queue: str | None) -> MTask | None:
+        ready = [
+            t
+            for t in self.tasks.values()
+            if t.status == "queued" and not t.in_module and t.run_after <= self.now and queue in (None, t.queue)
+            and not self._blocked(t.queue) and not self._partition_full(t)
+        ]  # fmt: skip
+        return min(ready, key=lambda t: (-t.priority, t.run_after, t.id), default=None)
+
+    def _note_claim(self, t: MTask) -> None:
+        q = self.queues.get(t.queue)
+        if q is None or (q.rate is None and q.partition_limit is None):
+            return
+        cutoff = self.now - q.period * S
+        self.marks = [m for m in self.marks if not (m[1] == t.queue and m[3] <= cutoff)]
+        self.marks.append((self._next("claim_mark"), t.queue, t.partition, self.now))
+
+    def _save_queue(self, queue: str, q: MQueue) -> None:
+        if q.idle():
+            self.queues.pop(queue, None)
+            self.marks = [m for m in self.marks if m[1] != queue]
+        else:
+            self.queues[queue] = q
+
+    def pause(self, who: Identity, queue: str, paused: bool) -> MQueue:
+        self._admin(who)
+        q = MQueue(**vars(self.queues.get(queue, MQueue())))
+        q.paused = paused
+        self._save_queue(queue, q)
+        if not paused:  # in-module tasks whose timer fired while paused, in claim order
+            waiting = [t for t in self.tasks.values() if t.status == "queued" and t.in_module and t.queue == queue]
+            for t in sorted(waiting, key=lambda t: (-t.priority, t.run_after, t.id)):
+                if t.id not in self.attempt_timers:
+                    self._arm(t)
+        return q
+
+    def set_limits(self, who: Identity, queue: str, concurrency: int | None, rate: int | None, period: int | None,
+                   partition_limit: int | None) -> MQueue:  # fmt: skip
+        self._admin(who)
+        for value in (concurrency, rate, partition_limit, period):
+            if value is not None and value < 1:
+                raise Refused(InvalidArgument)
+        q = MQueue(**vars(self.queues.get(queue, MQueue())))
+        q.concurrency, q.rate, q.period, q.partition_limit = concurrency, rate, 60 if period is None else period, partition_limit
+        self._save_queue(queue, q)
+        return q
 
     # --- admin reducers --------------------------------------------------------------------------
 
@@ -351,6 +436,8 @@ class Model:
         t = self.tasks.get(tid)
         if t is None or t.status != "queued" or not t.in_module:
             return
+        if t.queue in self.queues and self.queues[t.queue].paused:
+            return  # waits, without a timer, for resume
         if not self.handler_on:
             t.in_module = False
             return

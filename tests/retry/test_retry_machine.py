@@ -37,6 +37,7 @@ from stdbmod.retry import (
     queries,
 )
 from stdbmod.retry.claim import next_claimable
+from stdbmod.retry.queues import next_allowed
 from stdbmod.runtime import apply_changes
 from tests.retry.retry_model import CRASH, HANDLED, Model, MTask, Refused, S
 
@@ -79,10 +80,11 @@ def handler(ctx: HandlerContext, payload: Any) -> Any:
 
 @APP.reducer
 def user_enqueue(ctx: ReducerContext, job_type: str, queue: str, payload: Any, max_attempts: int, backoff: int,
-                 priority: int, delay: int, idem: str | None, fail: bool) -> Task:  # fmt: skip
+                 priority: int, delay: int, idem: str | None, partition: str | None, fail: bool) -> Task:  # fmt: skip
     """Another module's reducer: enqueues in its own transaction, with no role check."""
     task = RM.enqueue_in(ctx, job_type, payload, queue=queue, max_attempts=max_attempts, backoff_seconds=backoff,
-                         priority=priority, run_after=ctx.timestamp + TimeDuration(delay * S), idempotency_key=idem)  # fmt: skip
+                         priority=priority, run_after=ctx.timestamp + TimeDuration(delay * S), idempotency_key=idem,
+                         partition_key=partition)  # fmt: skip
     if fail:
         raise SenderError("the caller's own check failed after enqueueing")
     return task
@@ -102,6 +104,7 @@ task_args: dict[str, Any] = {  # strategies, spread into rules (Any: mypy cannot
     "priority": st.integers(-2, 2),
     "delay": st.sampled_from([0, 0, 5, 100]),
     "idem": st.none() | st.sampled_from(["k1", "k2", "k3"]),
+    "partition": st.sampled_from([None, None, "p1", "p2"]),
 }
 backoff_options: dict[str, Any] = {  # the backoff options: a cap, jitter drawn from ctx.rng
     "max_backoff": st.sampled_from([None, None, 0, 15, 100, -1]),  # -1 is refused
@@ -120,6 +123,7 @@ def same_task(real: Task, m: MTask) -> None:
     assert finished == m.finished_at, (real, m)
     assert (real.max_backoff_seconds, real.backoff_jitter, real.snoozes) == (m.max_backoff, m.jitter, m.snoozes), (real, m)
     assert (real.error_fingerprint, real.triage_hold) == (m.fingerprint, m.hold), (real, m)
+    assert real.partition_key == m.partition, (real, m)
     if m.last_error == CRASH:
         assert real.last_error is not None and real.last_error.startswith("Traceback") and "RuntimeError: crash" in real.last_error
     else:
@@ -215,24 +219,26 @@ class RetryMachine(RuleBasedStateMachine):
     @initialize(tasks=st.lists(st.tuples(task_args["job_type"], task_args["queue"], task_args["priority"], task_args["plan"]), max_size=4))
     def some_tasks(self, tasks: list[tuple[str, str, int, list[str]]]) -> None:
         for job_type, queue, priority, plan in tasks:
-            self.submit_or_enqueue(0, True, job_type, queue, plan, 3, 10, priority, 0, None)
+            self.submit_or_enqueue(0, True, job_type, queue, plan, 3, 10, priority, 0, None, None)
 
     @rule(who=who_st, as_admin=st.booleans(), **task_args, **backoff_options)
     def submit_or_enqueue(self, who: int, as_admin: bool, job_type: str, queue: str, plan: list[str], max_attempts: int,
-                          backoff: int, priority: int, delay: int, idem: str | None, max_backoff: int | None = None,
-                          jitter: float = 0.0) -> None:  # fmt: skip
+                          backoff: int, priority: int, delay: int, idem: str | None, partition: str | None,
+                          max_backoff: int | None = None, jitter: float = 0.0) -> None:  # fmt: skip
         payload = {"plan": plan}
         run_after = self.clock.now() + TimeDuration(delay * S)
         role, reducer = ("admin", "submit") if as_admin else ("worker", "enqueue")
         self.both(
-            lambda: self.model.create(IDS[who], role, job_type, queue, payload, max_attempts, backoff, priority, delay, idem, max_backoff, jitter),
-            lambda: self.db.call(reducer, job_type, queue, payload, max_attempts, backoff, run_after, priority, idem, max_backoff, jitter, sender=IDS[who]),
+            lambda: self.model.create(IDS[who], role, job_type, queue, payload, max_attempts, backoff, priority, delay, idem, max_backoff, jitter,
+                                      partition),
+            lambda: self.db.call(reducer, job_type, queue, payload, max_attempts, backoff, run_after, priority, idem, max_backoff, jitter,
+                                 partition, sender=IDS[who]),
         )
 
     @rule(who=who_st, fail=st.booleans(), **task_args)
     def enqueue_from_another_module(self, who: int, fail: bool, job_type: str, queue: str, plan: list[str], max_attempts: int,
-                                    backoff: int, priority: int, delay: int, idem: str | None) -> None:  # fmt: skip
-        args = (job_type, queue, {"plan": plan}, max(max_attempts, 1), backoff, priority, delay, idem)
+                                    backoff: int, priority: int, delay: int, idem: str | None, partition: str | None) -> None:  # fmt: skip
+        args = (job_type, queue, {"plan": plan}, max(max_attempts, 1), backoff, priority, delay, idem, partition)
         if fail:
             before = self.db.state_hash()
             try:
@@ -243,7 +249,7 @@ class RetryMachine(RuleBasedStateMachine):
                 raise AssertionError("user_enqueue should have failed")
             assert self.db.state_hash() == before
         else:
-            self.both(lambda: self.model.create(None, "none", *args), lambda: self.db.call("user_enqueue", *args, False, sender=IDS[who]))
+            self.both(lambda: self.model.create(None, "none", *args[:-1], partition=partition), lambda: self.db.call("user_enqueue", *args, False, sender=IDS[who]))
 
     # --- workers ---------------------------------------------------------------------------------
 
@@ -317,6 +323,33 @@ class RetryMachine(RuleBasedStateMachine):
         tid = self.pick(ref, "running")
         me = self.caller_for(tid, who)
         self.both(lambda: self.model.heartbeat(me, tid, lease), lambda: self.db.call("heartbeat", tid, lease, sender=me))
+
+    # --- queue control ---------------------------------------------------------------------------
+
+    def queue_call(self, expect: Any, call: Any) -> None:
+        try:
+            m = expect()
+        except Refused as r:
+            refused_alike(r, call, "queue control refused")
+            return
+        got = call()
+        event("queue control")
+        assert (got.paused, got.concurrency, got.rate_limit, got.rate_period_seconds, got.partition_limit) == (
+            m.paused, m.concurrency, m.rate, m.period, m.partition_limit)  # fmt: skip
+
+    @rule(who=who_st, queue=st.sampled_from(["default", "q2"]), paused=st.booleans())
+    def pause_or_resume(self, who: int, queue: str, paused: bool) -> None:
+        reducer = "pause_queue" if paused else "resume_queue"
+        self.queue_call(lambda: self.model.pause(IDS[who], queue, paused), lambda: self.db.call(reducer, queue, sender=IDS[who]))
+
+    @rule(who=who_st, queue=st.sampled_from(["default", "q2"]), concurrency=st.sampled_from([None, None, 1, 2, 0]),
+          rate=st.sampled_from([None, None, 1, 2, 3]), period=st.sampled_from([None, 5, 60, 300]),
+          partition_limit=st.sampled_from([None, None, 1, 2]))  # fmt: skip
+    def set_queue_limits(self, who: int, queue: str, concurrency: int | None, rate: int | None, period: int | None, partition_limit: int | None) -> None:
+        self.queue_call(
+            lambda: self.model.set_limits(IDS[who], queue, concurrency, rate, period, partition_limit),
+            lambda: self.db.call("set_queue_limits", queue, concurrency, rate, period, partition_limit, sender=IDS[who]),
+        )
 
     # --- time ------------------------------------------------------------------------------------
 
@@ -399,6 +432,14 @@ class RetryMachine(RuleBasedStateMachine):
         dead = queries.dead_letter(self.db, me, per_page=50)
         assert [t.id for t in dead.items] == sorted((t.id for t in self.model.tasks.values() if t.status == "dead"), reverse=True)
         assert [a.id for a in queries.history(self.db, me, limit=3)] == [h[0] for h in reversed(self.model.history)][:3]
+        listed = {q.queue: q for q in queries.queue_list(self.db, me)}
+        assert set(listed) == {t.queue for t in self.model.tasks.values()} | set(self.model.queues)
+        for name, info in listed.items():
+            mine = [t for t in self.model.tasks.values() if t.queue == name]
+            assert info.counts == {s.value: sum(1 for t in mine if t.status == s.value) for s in TaskStatus}
+            assert info.paused == (name in self.model.queues and self.model.queues[name].paused)
+            ready = [t.run_after for t in mine if t.status == "queued" and t.run_after <= self.model.now]
+            assert info.oldest_ready_age_seconds == (None if not ready else (self.model.now - min(ready)) / 1e6)
 
     # --- invariants ------------------------------------------------------------------------------
 
@@ -422,6 +463,14 @@ class RetryMachine(RuleBasedStateMachine):
             ready = [t for t in m.tasks.values() if t.status == "queued" and not t.in_module and t.run_after <= m.now]
             expected = min(ready, key=lambda t: (-t.priority, t.run_after, t.id)).id if ready else None
             assert (first and first.id) == expected
+            # queue control: the rows, the rate windows and what a claim under them would take
+            controls = {r.queue: (r.paused, r.concurrency, r.rate_limit, r.rate_period_seconds, r.partition_limit) for r in db.retry_queue.iter()}
+            assert controls == {k: (q.paused, q.concurrency, q.rate, q.period, q.partition_limit) for k, q in m.queues.items()}
+            marks = [(c.id, c.queue, c.partition_key, c.at.micros) for c in db.claim_mark.iter()]
+            assert marks == m.marks
+            for queue in (None, "default", "q2"):
+                allowed, model_pick = next_allowed(db, queue, self.clock.now()), m.next_allowed(queue)
+                assert (allowed and allowed.id) == (model_pick and model_pick.id), queue
             # the history: capped, newest first, exactly the model's
             rows = [(a.id, a.task_id, a.attempt, a.outcome.value, a.worker) for a in db.attempt.id.filter(Range(), reverse=True)]
             assert rows == list(reversed(m.history))
