@@ -249,7 +249,10 @@ class RetryMachine(RuleBasedStateMachine):
                 raise AssertionError("user_enqueue should have failed")
             assert self.db.state_hash() == before
         else:
-            self.both(lambda: self.model.create(None, "none", *args[:-1], partition=partition), lambda: self.db.call("user_enqueue", *args, False, sender=IDS[who]))
+            self.both(
+                lambda: self.model.create(None, "none", *args[:-1], partition=partition),
+                lambda: self.db.call("user_enqueue", *args, False, sender=IDS[who]),
+            )
 
     # --- workers ---------------------------------------------------------------------------------
 
