@@ -128,6 +128,16 @@ ROUTES: dict[tuple[str, str], tuple[str, str, Any, list[Case]]] = {
         ("owner", "/dlq/{unknown}", None, 404), ("owner", "/dlq/{running}", None, 409), ("worker", None, None, 403),
     ]),
     ("GET", "/history"): ("owner", "/history", {}, [("owner", None, {"limit": 0}, 400), ("worker", None, {}, 403)]),
+    ("GET", "/queues"): ("owner", "/queues", {}, [("worker", None, {}, 403)]),
+    ("POST", "/queues/{queue}/pause"): ("owner", "/queues/queued-jobs/pause", None, [
+        ("owner", None, {"bogus": 1}, 400), ("owner", "/queues/" + "q" * 201 + "/pause", None, 400), ("worker", None, None, 403),
+    ]),
+    ("POST", "/queues/{queue}/resume"): ("owner", "/queues/queued-jobs/resume", None, [
+        ("owner", None, {"bogus": 1}, 400), ("worker", None, None, 403),
+    ]),
+    ("POST", "/queues/{queue}/limits"): ("owner", "/queues/queued-jobs/limits", {"concurrency": 3}, [
+        ("owner", None, {"concurrency": 0}, 400), ("owner", None, {"rate_limit": "x"}, 400), ("worker", None, {"concurrency": 3}, 403),
+    ]),
 }
 
 
