@@ -175,6 +175,7 @@ def serve(
     metrics_port: int | None = None,
     limits: ConnectionLimits = DEFAULT_LIMITS,
     log_keep: int = DEFAULT_LOG_KEEP,
+    log_keep_interval: float = 60.0,
 ) -> int:
     """Serve the database at `data_dir` on `host`:`port` until SIGTERM/SIGINT, publishing
     `module_path` (see `resolve_module`) first when there is none, owned by `owner`, or the
@@ -217,7 +218,7 @@ def serve(
     def open_database() -> Database:
         db = Database.open(path, loaded.module)
         if log_keep:
-            LogKeeper(db, log_keep).start()  # ends with the database (runtime/logtrim.py)
+            LogKeeper(db, log_keep, log_keep_interval).start()  # ends with the database (runtime/logtrim.py)
         return db
 
     app = create_app(open_database, key=key, body_limit=body_limit, token_ttl=token_ttl, on_panic=on_panic)
