@@ -108,6 +108,7 @@ def truncate(db: Database, keep: int) -> Checkpoint | None:
     keep/2 records ago), then cut the log at the newest checkpoint taken that leaves at least
     `keep` records after it, and not past what the subscriptions' hub has applied. The
     checkpoint cut at, or None if nothing was cut."""
+    keep = max(keep, 1)  # the newest record stays: the next offset is the last one's + 1
     with db.storage.begin_read() as r:
         end = commitlog.next_offset(r)
         taken = _candidates(r)
