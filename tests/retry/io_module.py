@@ -61,6 +61,26 @@ def build() -> tuple[Module, Any]:
             time.sleep(3600)
         return ctx.attempt
 
+    @rm.handler("beat", io=True, lease_seconds=60)
+    def beat(ctx: IoHandlerContext, payload: Any) -> str:
+        """Extends its lease, waits on GATE, then tries again (False once reaped)."""
+        first = ctx.heartbeat(120)
+        assert GATE.wait(60)
+        second = ctx.heartbeat()
+        ctx.log(f"heartbeats {first} {second}", "info")
+        return "beat"
+
+    @rm.handler("bad_write", io=True)
+    def bad_write(ctx: IoHandlerContext, payload: Any) -> str:
+        ctx.with_tx(lambda tx: tx.db.receipt.insert(Receipt(ctx.task_id, "before")))  # its own transaction: kept
+
+        def write(tx: ReducerContext) -> None:
+            tx.db.receipt.insert(Receipt(ctx.task_id + 1000, "with the outcome"))
+            raise ValueError("the write breaks")
+
+        ctx.on_success(write)
+        return "ok"
+
     @app.reducer
     def note(ctx: ReducerContext, task_id: int, text: str) -> None:
         ctx.db.receipt.insert(Receipt(task_id, text))

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from stdbmod import Database, Identity, ManualClock, SystemClock, Timestamp
+from stdbmod import Database, Identity, ManualClock, SystemClock, TimeDuration, Timestamp
 from stdbmod.retry import NewTask, Outcome, TaskStatus
 from tests.retry.support import ADMIN
 
@@ -166,3 +166,33 @@ def test_lease_seconds_is_for_io_handlers_and_bounded() -> None:
         rm.handler("x", lease_seconds=10)
     with pytest.raises(InvalidArgument):
         rm.handler("y", io=True, lease_seconds=0)
+
+
+def _wait_for(cond: Any) -> None:
+    deadline = time.monotonic() + 30
+    while not cond():  # another thread's progress, not time passing
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_heartbeat_extends_the_lease_and_says_when_the_attempt_was_reaped(db: Database, clock: ManualClock) -> None:
+    task_id = _enqueue(db, "beat", None)
+    runner = _run_due_in_background(db)
+    claimed_at = clock.now()
+    _wait_for(lambda: _task(db, task_id).lease_expires_at == claimed_at + TimeDuration.from_seconds(120))
+    clock.advance(121)
+    db.run_due()  # the extended lease has ended: reaped
+    assert _history(db, task_id) == [Outcome.LEASE_EXPIRED]
+    io_module.GATE.set()
+    runner.join(30)
+    assert [line.message for line in db.logs() if line.message.startswith("heartbeats")] == ["heartbeats True False"]
+    assert _history(db, task_id) == [Outcome.LEASE_EXPIRED]
+
+
+def test_a_failing_on_success_write_fails_the_attempt_and_rolls_back_its_writes(db: Database) -> None:
+    task_id = _enqueue(db, "bad_write", None)
+    db.run_due()
+    task = _task(db, task_id)
+    assert task.status is TaskStatus.QUEUED and task.last_error.startswith("on_success failed:") and "the write breaks" in task.last_error
+    assert _receipts(db) == ["before"]  # with_tx committed on its own; the outcome's write did not
+    assert _history(db, task_id) == [Outcome.FAILED]
