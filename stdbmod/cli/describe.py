@@ -39,11 +39,12 @@ def _print_module(module: Module, name: str) -> None:
     click.echo(f"database {name}, module {module.name}")
     click.echo(f"\nreducers ({len(callable_)}; `stdbmod describe --data DIR REDUCER` for one):")
     for r in sorted(callable_, key=lambda r: r.name):
-        _echo(f"{r.name}(", [param_text(n, tp, d) for n, tp, d in r.params], ")", width)
+        _echo(f"{r.name}(", [param_text(n, tp, d) for n, tp, d in r.params], ")  (a procedure)" if r.procedure else ")", width)
     hooks = [h for hs in module.lifecycle.values() for h in hs]
     internal = sorted([*(r for r in module.reducers.values() if not r.client_callable), *hooks], key=lambda r: r.name)
     if internal:
-        click.echo("not callable by clients (the owner may call the scheduled ones): " + ", ".join(f"{r.name} ({r.kind})" for r in internal))
+        kinds = [f"{r.name} ({r.kind}{' procedure' if r.procedure else ''})" for r in internal]
+        click.echo("not callable by clients (the owner may call the scheduled ones): " + ", ".join(kinds))
     click.echo(f"\ntables ({len(module.tables)}; their column types: --json):")
     for t in sorted(module.tables.values(), key=lambda t: t.name):
         kind = "public" if t.public else "private"

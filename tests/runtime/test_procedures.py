@@ -126,6 +126,8 @@ def test_procedures_over_http_and_the_cli(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     p = stdbmod(home, "call", "--data", data, "note_twice", '"cli"')
     assert p.returncode == 0 and json.loads(p.stdout) == [1, 2], p
+    p = stdbmod(home, "describe", "--data", data)
+    assert "note_twice(text: str)  (a procedure)" in p.stdout and "fire (scheduled procedure)" in p.stdout, p.stdout
     p = stdbmod(home, "call", "--data", data, "refuse", '"sender"')
     assert (p.returncode, p.stderr) == (1, "Error: refused outright\n")
     server = start_server(Path(data), home=home)
