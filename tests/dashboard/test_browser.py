@@ -49,9 +49,32 @@ def test_sign_in_with_a_pasted_token_shows_the_overview(page: Any, server: Serve
     assert page.inner_text("h1") == "Overview"
     emails = page.locator('tr[data-queue="emails"]').inner_text().split("\t")
     assert emails[:6] == ["emails", "3", "2", "1", "4", "0"]  # queued (one waits out its backoff), ready, running, completed, dead
-    assert "4 done, 1 failed" in emails[-1]
+    assert "4 done, 1 failed" in emails[-2]
     assert page.locator('tr[data-queue="webhooks"] td').nth(5).inner_text() == "1"
     _shot(page, shots, "overview")
+
+
+def test_a_queue_is_paused_and_resumed_from_the_overview_with_its_limits_shown(page: Any, server: Server, shots: Path) -> None:
+    token = server.owner_token()
+    post(server, "/jobs", token, {"job_type": "thumbnail", "queue": "media", "payload": {"image": "dog.png"}})
+    post(server, "/queues/media/limits", token, {"concurrency": 3, "rate_limit": 100, "rate_period_seconds": 60})
+    sign_in(page, token)
+    page.wait_for_url(re.compile(r"/dashboard$"))
+    row = page.locator('tr[data-queue="media"]')
+    assert "≤ 3 running · 100 claims / 60 s" in row.locator("td.control").inner_text()
+    page.once("dialog", lambda d: d.accept())
+    row.get_by_role("button", name="Pause").click()
+    page.wait_for_selector(".flash.ok")
+    assert "Queue media is paused" in page.inner_text(".flash.ok")
+    row = page.locator('tr[data-queue="media"]')
+    assert "paused" in row.locator("td.control").inner_text() and row.get_attribute("class") == "paused"
+    _shot(page, shots, "overview_paused")
+    assert post(server, "/jobs/claim", token, {"queue": "media", "worker_id": "w-media"}) == {"claimed": False}  # it hands out nothing
+    page.once("dialog", lambda d: d.accept())
+    row.get_by_role("button", name="Resume").click()
+    page.wait_for_selector(".flash.ok")
+    assert page.locator('tr[data-queue="media"]').get_attribute("class") is None
+    assert post(server, "/jobs/claim", token, {"queue": "media", "worker_id": "w-media"})["claimed"] is True
 
 
 def test_a_bad_token_is_refused_on_the_sign_in_page(page: Any, server: Server) -> None:

@@ -27,6 +27,13 @@ def _job(request: Request, fields: dict[str, str]) -> tuple[Any, ...]:
     return (request.path_params["job_id"],)
 
 
+def _queue(request: Request, fields: dict[str, str]) -> tuple[Any, ...]:
+    queue = fields.get("queue", "")
+    if not queue:
+        raise ValueError("no queue named")
+    return (queue,)
+
+
 def _identity(request: Request, fields: dict[str, str]) -> tuple[Any, ...]:
     text = fields.get("identity", "").strip()
     try:
@@ -46,6 +53,8 @@ class Actions:
             (job + "/delete", "delete_task", _job, "Job {0} is deleted."),
             (job + "/run_now", "run_now", _job, "Job {0} is due now."),
             (job + "/cancel", "cancel", lambda r, f: (*_job(r, f), "cancelled from the dashboard"), "Job {0} is cancelled (dead)."),
+            ("/queues/pause", "pause_queue", _queue, "Queue {0} is paused: nothing is handed out until it resumes."),
+            ("/queues/resume", "resume_queue", _queue, "Queue {0} is running again."),
             ("/admins/add", "add_admin", _identity, "{0} is an admin."),
             ("/admins/remove", "remove_admin", _identity, "{0} is no longer an admin."),
             ("/workers/grant", "grant_worker", _identity, "{0} has the worker role."),

@@ -23,6 +23,7 @@ import msgspec
 
 from ... import codec
 from ...errors import StdbError
+from ...retry.queues import RetryQueue
 from ...retry.tables import Attempt, RetryAdmin, RetryWorker, Task, TaskStatus
 from ...runtime import Database, Range
 from ...types import Identity, Timestamp
@@ -32,6 +33,7 @@ PAGE = 50
 BUDGET = 5000
 HISTORY = 100
 MAX_ROLE_ROWS = 500
+MAX_QUEUES = 1000  # controlled queues shown on the overview
 MAX_SEARCH = 200
 
 
@@ -110,10 +112,12 @@ def _require(db: Database, tables: Any, caller: Identity) -> None:
         raise NotAllowed(f"{caller} is not an admin of this database")
 
 
-def check(db: Database, caller: Identity) -> None:
-    """Just the check (the overview's counts come from a shared snapshot)."""
+def check(db: Database, caller: Identity) -> dict[str, RetryQueue]:
+    """The check, and each controlled queue's controls (paused, limits) read in its snapshot (the
+    overview's counts come from a shared snapshot)."""
     with db.read() as view:
         _require(db, view.db, caller)
+        return {row.queue: row for row in itertools.islice(view.db.retry_queue.iter(), MAX_QUEUES)}
 
 
 def _walk(tasks: Any, f: JobFilter, before: Cursor | None) -> Iterator[Task]:

@@ -27,7 +27,7 @@ from ..context import ServerContext
 from ..errors import HttpError
 from ..metrics_access import is_admin_now
 from ..metrics_feed import Feed
-from ..metrics_tasks import Counts
+from ..metrics_tasks import Counts, QueueCounts
 from ..routing import JOB_ID
 from . import reads
 from .actions import Actions
@@ -127,13 +127,20 @@ class Dashboard:
 
     async def overview(self, request: Request) -> Response:
         def work(who: Identity) -> dict[str, Any]:
-            reads.check(self.ctx.db, who)
+            controls = reads.check(self.ctx.db, who)
             self.feed.drain()  # the throughput counts every commit made so far
             snap = self.counts.get(self.ctx.db, self.ctx.db.commit_log_end())
-            spark = {q.queue: self.throughput.summary(q.queue, snap.taken_micros) for q in snap.queues}
+            # a queue paused or limited before it had a task is shown too, with no counts
+            counted = {q.queue for q in snap.queues}
+            zero = dict.fromkeys(snap.totals(), 0)
+            queues = [*snap.queues, *(QueueCounts(name, dict(zero), 0, None) for name in sorted(controls) if name not in counted)]
+            spark = {q.queue: self.throughput.summary(q.queue, snap.taken_micros) for q in queues}
             # The page's version is its counts': a shared snapshot older than the newest commit
             # makes the page poll, and re-read, until a newer one is taken.
-            return {"snap": snap, "totals": snap.totals(), "throughput": spark, "now": snap.taken_micros // 1000, "version": snap.offset}
+            return {
+                "snap": snap, "queues": queues, "controls": controls, "totals": snap.totals(), "throughput": spark,
+                "now": snap.taken_micros // 1000, "version": snap.offset,
+            }
 
         return await self.page(request, "overview.html", work, "Overview")
 
