@@ -181,3 +181,21 @@ def test_queues_pause_resume_limits(invoke: Invoke, retry_dir: str) -> None:
     assert "Invalid value for '--concurrency'" in r.stderr
     r = invoke("tasks", "pause", "--data", retry_dir, "default", "--as", STRANGER, code=1)
     assert "only an admin" in r.stderr
+
+
+def test_list_and_dlq_options_pick_their_tasks(invoke: Invoke, retry_dir: str) -> None:
+    for queue in ("mail", "mail", "mail", "hooks", "hooks"):
+        invoke("call", "--data", retry_dir, "submit", '"job"', f'"{queue}"')
+    for task_id in (1, 2, 4):
+        invoke("call", "--data", retry_dir, "cancel", str(task_id))  # dead: 1, 2 (mail), 4 (hooks)
+
+    def ids(*args: str) -> list[int]:
+        return [t["id"] for t in as_json(invoke("tasks", *args, "--data", retry_dir, "--json"))["items"]]
+
+    assert ids("list", "--queue", "mail") == [3, 2, 1]
+    assert ids("list", "--queue", "hooks", "--status", "queued") == [5]
+    assert ids("list", "--per-page", "2", "--page", "2") == [3, 2]
+    assert ids("dlq", "--queue", "mail") == [2, 1]
+    assert ids("dlq", "--queue", "hooks") == [4]
+    assert ids("dlq", "--per-page", "2", "--page", "2") == [1]
+    assert ids("dlq", "--per-page", "1") == [4]

@@ -171,6 +171,30 @@ def test_a_reports_attempt_fences_an_earlier_claim(server: Clocked, worker: Jobs
     assert _status(admin, job["id"]) == {"complete": ("completed", 2), "fail": ("queued", 2), "heartbeat": ("running", 2)}[route]
 
 
+def test_every_query_option_of_the_lists_takes_effect(server: Clocked, worker: Jobs, admin: Jobs) -> None:
+    """Each page is exactly the jobs that option picks, newest first."""
+    a = [j["id"] for j in _enqueue_many(worker, *({"job_type": f"a{i % 2}", "queue": "la"} for i in range(5)))]
+    b = [j["id"] for j in _enqueue_many(worker, *({"job_type": "b", "queue": "lb"} for _ in range(3)))]
+    for job_id in a[:4] + b[:2]:
+        admin.ok("POST", f"/jobs/{job_id}/cancel", {})  # dead: a[0..3], b[0..1]; queued: a[4], b[2]
+    worker.claim("lb", "w")  # running: b[2]
+
+    def ids(path: str, **params: Any) -> tuple[list[int], int]:
+        page = admin.ok("GET", path, **params)
+        return [j["id"] for j in page["items"]], page["total"]
+
+    new_a, new_b = a[::-1], b[::-1]
+    assert ids("/dlq", queue="la", per_page=3) == (new_a[1:4], 4)
+    assert ids("/dlq", queue="la", per_page=3, page=2) == (new_a[4:], 4)
+    assert ids("/dlq", per_page=2, page=2) == ([a[3], a[2]], 6)  # every queue: b[1], b[0], then these
+    assert ids("/dlq", queue="lb") == (new_b[1:], 2)
+    assert ids("/jobs", queue="la", per_page=2, page=3) == ([a[0]], 5)
+    assert ids("/jobs", status="queued") == ([a[4]], 1)
+    assert ids("/jobs", status="running") == ([b[2]], 1)
+    assert ids("/jobs", job_type="a0", queue="la") == ([a[4], a[2], a[0]], 3)
+    assert ids("/jobs", status="dead", job_type="a1") == ([a[3], a[1]], 2)
+
+
 def test_cancel_reason_and_list_filters(server: Clocked, worker: Jobs, admin: Jobs) -> None:
     a, b = _enqueue_many(worker, {"job_type": "x", "queue": "f1"}, {"job_type": "y", "queue": "f2"})
     assert admin.ok("POST", f"/jobs/{a['id']}/cancel", {"reason": "dup"})["last_error"] == "dup"
