@@ -27,6 +27,7 @@ from .recurring import declare_recurring_reducers, declare_recurring_tables
 from .reducers import declare_reducers
 from .roles import is_admin, is_worker
 from .tables import NewTask, Task, declare_tables
+from .triage import declare_triage_reducers, declare_triage_tables
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,6 +44,8 @@ class RetryModule:
         declare_recurring_tables(self.module)
         declare_recurring_reducers(self.module, self.handlers)
         declare_io(self.module, self.handlers)
+        declare_triage_tables(self.module)
+        declare_triage_reducers(self.module, self.handlers)
         # SQL and subscriptions: admins read every private table, workers the tasks (to wake on them)
         self.module.reader("retry admins")(is_admin)
         self.module.reader("retry workers", tables=("task",))(is_worker)

@@ -287,8 +287,10 @@ def died(task: Task, reason: DeadReason, now: Timestamp) -> Task:
 # --- admin transitions ---------------------------------------------------------------------------
 
 
-def requeue(ctx: ReducerContext, handlers: Handlers, task: Task) -> Task:
-    """dead -> queued with attempts reset: a fresh start, due now."""
+def requeue(ctx: ReducerContext, handlers: Handlers, task: Task, *, bulk: bool = False) -> Task:
+    """dead -> queued with attempts reset: a fresh start, due now. A bulk requeue (triage.py)
+    keeps the error fingerprint on the live task, so that dying again with the same one holds it
+    (`died`); an admin's own requeue clears it, and the hold."""
     if task.status is not TaskStatus.DEAD:
         raise InvalidTransition(f"task {task.id} is {task.status.value}; only a dead task can be requeued")
     now = ctx.timestamp
@@ -304,8 +306,7 @@ def requeue(ctx: ReducerContext, handlers: Handlers, task: Task) -> Task:
         lease_holder=None,
         lease_expires_at=None,
         updated_at=now,
-        # an admin's own requeue: nothing marks it as bulk-requeued, so its next death holds nothing
-        error_fingerprint=None,
+        error_fingerprint=task.error_fingerprint if bulk else None,
         triage_hold=False,
     )
     ctx.db.task.id.update(fresh)
