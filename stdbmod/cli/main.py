@@ -17,6 +17,7 @@ import click
 
 from ..errors import ReducerFailed, SenderError, StdbError
 from . import recurring as _recurring  # noqa: F401  (adds `tasks recurring` to the tasks group)
+from . import triage as _triage  # noqa: F401  (adds `tasks dlq-groups`, `dlq-requeue`, `dlq-delete`)
 from .backup import backup_command
 from .call import call, tick
 from .dashboard_url import dashboard_url

@@ -23,7 +23,20 @@ from .errors import (
 from .execution import Outcome
 from .jobcontext import JobContext, current_job
 from .policy import GiveUp, RetryIn, Snooze
-from .types import Completion, DatabaseInfo, HistoryEntry, IdentityToken, Job, JobPage, LogLine, NewJob, Recurring
+from .types import (
+    BulkOperation,
+    BulkResult,
+    Completion,
+    DatabaseInfo,
+    DeadLetterGroup,
+    HistoryEntry,
+    IdentityToken,
+    Job,
+    JobPage,
+    LogLine,
+    NewJob,
+    Recurring,
+)
 from .worker import Worker, WorkerSettings, WorkerStats
 
 __all__ = [
@@ -35,6 +48,9 @@ __all__ = [
     "JobPage",
     "NewJob",
     "Recurring",
+    "DeadLetterGroup",
+    "BulkOperation",
+    "BulkResult",
     "Completion",
     "HistoryEntry",
     "IdentityToken",

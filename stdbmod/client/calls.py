@@ -12,7 +12,20 @@ from urllib.parse import quote
 import msgspec
 
 from .errors import ClientError, error_for
-from .types import Completion, DatabaseInfo, HistoryEntry, IdentityToken, Job, JobPage, LogLine, NewJob, Recurring
+from .types import (
+    BulkOperation,
+    BulkResult,
+    Completion,
+    DatabaseInfo,
+    DeadLetterGroup,
+    HistoryEntry,
+    IdentityToken,
+    Job,
+    JobPage,
+    LogLine,
+    NewJob,
+    Recurring,
+)
 
 T = TypeVar("T")
 
@@ -174,6 +187,31 @@ def delete(job_id: int) -> Call[None]:
 
 def history(limit: int) -> Call[list[HistoryEntry]]:
     return Call("GET", PREFIX + "/history", lambda c: msgspec.json.decode(c, type=_History).items, params={"limit": limit})
+
+
+# --- dead-letter triage (admin) ----------------------------------------------------------------------
+
+
+class _Groups(msgspec.Struct):
+    groups: list[DeadLetterGroup]
+
+
+def dlq_groups(queue: str | None, job_type: str | None, limit: int) -> Call[list[DeadLetterGroup]]:
+    return Call("GET", PREFIX + "/dlq/groups", lambda c: msgspec.json.decode(c, type=_Groups).groups,
+                params={"queue": queue, "job_type": job_type, "limit": limit})  # fmt: skip
+
+
+def bulk_requeue(dry_run: bool, **where: Any) -> Call[BulkResult]:
+    """`where`: group, job_type, queue, finished_after, finished_before (epoch ms), include_held."""
+    return Call("POST", PREFIX + "/dlq/bulk_requeue", _decoder(BulkResult), {"dry_run": dry_run, **_options(**where)})
+
+
+def bulk_delete(dry_run: bool, **where: Any) -> Call[BulkResult]:
+    return Call("POST", PREFIX + "/dlq/bulk_delete", _decoder(BulkResult), {"dry_run": dry_run, **_options(**where)})
+
+
+def bulk_operation(op_id: int) -> Call[BulkOperation]:
+    return Call("GET", f"{PREFIX}/dlq/operations/{op_id}", _decoder(BulkOperation))
 
 
 # --- recurring jobs (admin) --------------------------------------------------------------------------

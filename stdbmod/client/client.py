@@ -17,7 +17,21 @@ import httpx
 from . import calls
 from .calls import Call
 from .errors import TransportError
-from .types import Completion, DatabaseInfo, HistoryEntry, IdentityToken, Job, JobPage, LogLine, NewJob, Recurring, RunAfter
+from .types import (
+    BulkOperation,
+    BulkResult,
+    Completion,
+    DatabaseInfo,
+    DeadLetterGroup,
+    HistoryEntry,
+    IdentityToken,
+    Job,
+    JobPage,
+    LogLine,
+    NewJob,
+    Recurring,
+    RunAfter,
+)
 
 T = TypeVar("T")
 
@@ -153,6 +167,22 @@ class Client:
     def history(self, limit: int = 100) -> list[HistoryEntry]:
         """The attempt history, newest first (admin)."""
         return self.send(calls.history(limit))
+
+    # --- dead-letter triage (admin; docs/operations.md) -----------------------------------------------
+
+    def dlq_groups(self, queue: str | None = None, *, job_type: str | None = None, limit: int = 50) -> list[DeadLetterGroup]:
+        """The dead jobs grouped by error fingerprint, largest first."""
+        return self.send(calls.dlq_groups(queue, job_type, limit))
+
+    def bulk_requeue(self, *, dry_run: bool = False, **where: Any) -> BulkResult:
+        """Requeue the dead jobs `where` takes (group, job_type, queue, finished_after, finished_before, include_held)."""
+        return self.send(calls.bulk_requeue(dry_run, **where))
+
+    def bulk_delete(self, *, dry_run: bool = False, **where: Any) -> BulkResult:
+        return self.send(calls.bulk_delete(dry_run, **where))
+
+    def bulk_operation(self, op_id: int) -> BulkOperation:
+        return self.send(calls.bulk_operation(op_id))
 
     # --- recurring jobs (admin; docs/cron.md) ---------------------------------------------------------
 
@@ -328,6 +358,20 @@ class AsyncClient:
 
     async def history(self, limit: int = 100) -> list[HistoryEntry]:
         return await self.send(calls.history(limit))
+
+    # --- dead-letter triage --------------------------------------------------------------------------
+
+    async def dlq_groups(self, queue: str | None = None, *, job_type: str | None = None, limit: int = 50) -> list[DeadLetterGroup]:
+        return await self.send(calls.dlq_groups(queue, job_type, limit))
+
+    async def bulk_requeue(self, *, dry_run: bool = False, **where: Any) -> BulkResult:
+        return await self.send(calls.bulk_requeue(dry_run, **where))
+
+    async def bulk_delete(self, *, dry_run: bool = False, **where: Any) -> BulkResult:
+        return await self.send(calls.bulk_delete(dry_run, **where))
+
+    async def bulk_operation(self, op_id: int) -> BulkOperation:
+        return await self.send(calls.bulk_operation(op_id))
 
     # --- recurring jobs ------------------------------------------------------------------------------
 

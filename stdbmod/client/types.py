@@ -158,3 +158,38 @@ class Recurring(msgspec.Struct, frozen=True):
     next_fire: Millis | None = None
     created_at: Millis = 0
     updated_at: Millis = 0
+
+
+class DeadLetterGroup(msgspec.Struct, frozen=True):
+    """Dead jobs sharing an error fingerprint (docs/operations.md, "Dead-letter triage")."""
+
+    fingerprint: str
+    count: int
+    held: int
+    first_seen: Millis
+    last_seen: Millis
+    job_types: list[str]
+    queues: list[str]
+    shape: str
+    sample_error: str
+
+
+class BulkOperation(msgspec.Struct, frozen=True):
+    """A bulk requeue or delete and its progress; `done` false: later batches follow."""
+
+    id: int
+    action: str
+    processed: int
+    batches: int
+    done: bool
+    started_at: Millis
+    finished_at: Millis | None = None
+
+
+class BulkResult(msgspec.Struct, frozen=True):
+    """A dry run's `count` and `sample`, or the started `operation`."""
+
+    dry_run: bool
+    count: int | None = None
+    sample: list[Job] | None = None
+    operation: BulkOperation | None = None

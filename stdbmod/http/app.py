@@ -26,7 +26,7 @@ from starlette.websockets import WebSocket
 from ..errors import StdbError, StoragePanic
 from ..local.tokens import SigningKey
 from ..runtime import Database, Scheduler
-from . import errors, inputs, openapi, routes_jobs, routes_recurring, routes_v1
+from . import errors, inputs, openapi, routes_jobs, routes_recurring, routes_triage, routes_v1
 from .context import ServerContext
 from .metrics_extras import Extras
 from .render import json_response
@@ -34,10 +34,10 @@ from .routing import Endpoint, build_routes
 from .subscribe.connection import Limits
 from .subscribe.route import SubscribeEndpoint
 
-ENDPOINTS: list[Endpoint] = [*routes_v1.ENDPOINTS, *routes_jobs.ENDPOINTS, *routes_recurring.ENDPOINTS]
+ENDPOINTS: list[Endpoint] = [*routes_v1.ENDPOINTS, *routes_jobs.ENDPOINTS, *routes_recurring.ENDPOINTS, *routes_triage.ENDPOINTS]
 # Starlette tries the routes in order and the workers' job routes are the hot ones, so they go
 # first. No two paths overlap, so the order changes no answer.
-_ROUTE_ORDER: list[Endpoint] = [*routes_jobs.ENDPOINTS, *routes_recurring.ENDPOINTS, *routes_v1.ENDPOINTS]
+_ROUTE_ORDER: list[Endpoint] = [*routes_triage.ENDPOINTS, *routes_jobs.ENDPOINTS, *routes_recurring.ENDPOINTS, *routes_v1.ENDPOINTS]
 
 
 def create_app(

@@ -332,3 +332,60 @@ class RecurringOut(msgspec.Struct):
 
 class RecurringList(msgspec.Struct):
     items: list[RecurringOut]
+
+
+# --- dead-letter triage --------------------------------------------------------------------------
+
+
+class GroupsQuery(msgspec.Struct):
+    queue: Name | None = None
+    job_type: Name | None = None
+    limit: Annotated[int, Meta(ge=1, le=200)] = 50
+
+
+class GroupOut(msgspec.Struct):
+    fingerprint: str
+    count: int
+    held: int
+    first_seen: Millis
+    last_seen: Millis
+    job_types: list[str]
+    queues: list[str]
+    shape: str
+    sample_error: str
+
+
+class Groups(msgspec.Struct):
+    groups: list[GroupOut]
+
+
+class BulkBody(msgspec.Struct, forbid_unknown_fields=True):
+    """Which dead jobs: all the given conditions (none: every dead job)."""
+
+    group: Annotated[str, Meta(min_length=1, max_length=limits.MAX_NAME_CHARS, description="a group's fingerprint")] | None = None
+    job_type: Name | None = None
+    queue: Name | None = None
+    finished_after: EpochMillis | None = None
+    finished_before: EpochMillis | None = None
+    include_held: bool = False
+    dry_run: bool = False
+
+
+class BulkOp(msgspec.Struct):
+    id: int
+    action: Literal["requeue", "delete"]
+    processed: int
+    batches: int
+    done: bool
+    started_at: Millis
+    finished_at: Millis | None
+
+
+class BulkOut(msgspec.Struct, omit_defaults=True):
+    """A dry run answers `count` and `sample`; a real one the operation (`done` false: later
+    batches follow, GET /dlq/operations/{id})."""
+
+    dry_run: bool
+    count: int | None = None
+    sample: list[Job] | None = None
+    operation: BulkOp | None = None

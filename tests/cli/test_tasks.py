@@ -199,3 +199,28 @@ def test_list_and_dlq_options_pick_their_tasks(invoke: Invoke, retry_dir: str) -
     assert ids("dlq", "--queue", "hooks") == [4]
     assert ids("dlq", "--per-page", "2", "--page", "2") == [1]
     assert ids("dlq", "--per-page", "1") == [4]
+
+
+def test_dead_letter_triage(invoke: Invoke, retry_dir: str) -> None:
+    for _ in range(2):
+        invoke("call", "--data", retry_dir, "submit", '"sync"', "null", "null", "1")
+        invoke("call", "--data", retry_dir, "claim", "null", '"w1"')
+    for task_id, n in ((1, 3012), (2, 2999)):
+        invoke("call", "--data", retry_dir, "fail", str(task_id), f'"timeout after {n} ms"')
+    groups = as_json(invoke("tasks", "dlq-groups", "--data", retry_dir, "--json"))
+    assert [(g["count"], g["shape"]) for g in groups] == [(2, "timeout after <n> ms")]
+    assert "timeout after" in invoke("tasks", "dlq-groups", "--data", retry_dir).stdout
+    fp = groups[0]["fingerprint"]
+    dry = as_json(invoke("tasks", "dlq-requeue", "--data", retry_dir, "--group", fp, "--dry-run", "--json"))
+    assert dry["count"] == 2 and [t["id"] for t in dry["sample"]] == [1, 2]
+    assert "dry run: 2 task(s) would be requeued" in invoke("tasks", "dlq-requeue", "--data", retry_dir, "--dry-run").stdout
+    assert as_json(invoke("tasks", "dlq", "--data", retry_dir, "--json"))["total"] == 2  # unchanged
+    op = as_json(invoke("tasks", "dlq-requeue", "--data", retry_dir, "--group", fp, "--json"))
+    assert (op["processed"], op["done"]) == (2, True)
+    assert as_json(invoke("tasks", "dlq", "--data", retry_dir, "--json"))["total"] == 0
+    invoke("call", "--data", retry_dir, "claim", "null", '"w1"')
+    invoke("call", "--data", retry_dir, "fail", "1", '"timeout after 5 ms"')  # dies again alike: held
+    assert invoke("tasks", "dlq-delete", "--data", retry_dir).stdout.strip() == "deleted 0 task(s) in 1 transaction(s)"
+    assert invoke("tasks", "dlq-delete", "--data", retry_dir, "--include-held", "--since", "2000-01-01").stdout.startswith("deleted 1 task(s)")
+    r = invoke("tasks", "dlq-delete", "--data", retry_dir, "--since", "2030-01-01", "--until", "2020-01-01", code=2)
+    assert r.stderr.strip() == "Error: finished_after is later than finished_before"

@@ -101,6 +101,10 @@ ROUTES: list[Route] = [
     ("POST", f"{J}/queues/matrix-paused/pause", None, "admin"),
     ("POST", f"{J}/queues/matrix-paused/resume", None, "admin"),
     ("POST", f"{J}/queues/matrix-limited/limits", {"concurrency": 5}, "admin"),
+    ("GET", f"{J}/dlq/groups", None, "admin"),
+    ("POST", f"{J}/dlq/bulk_requeue", {"queue": "matrix-empty", "dry_run": True}, "admin"),
+    ("POST", f"{J}/dlq/bulk_delete", {"queue": "matrix-empty"}, "admin"),
+    ("GET", f"{J}/dlq/operations/1", None, "admin"),
 ]
 
 ALLOWED = {

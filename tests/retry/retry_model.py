@@ -329,12 +329,33 @@ class Model:
         t = self._task(task_id)
         if t.status != "dead":
             raise Refused(InvalidTransition)
+        self._requeue(t, bulk=False)
+        return t
+
+    def _requeue(self, t: MTask, bulk: bool) -> None:
         t.status, t.dead_reason, t.attempts, t.run_after, t.finished_at = "queued", None, 0, self.now, None
-        t.snoozes, t.fingerprint, t.hold = 0, None, False
+        t.snoozes, t.hold = 0, False
+        if not bulk:  # a bulk requeue keeps the fingerprint: dying again alike holds the task
+            t.fingerprint = None
         t.in_module = self._handled(t.job_type)
         if t.in_module:
             self._arm(t)
-        return t
+
+    def bulk(self, who: Identity, action: str, fingerprint: str | None, job_type: str | None, include_held: bool) -> int:
+        """A bulk requeue or delete of the dead tasks the filter takes (few enough for one batch)."""
+        self._admin(who)
+        taken = [
+            t
+            for _, t in sorted(self.tasks.items())
+            if t.status == "dead" and (include_held or not t.hold) and fingerprint in (None, t.fingerprint) and job_type in (None, t.job_type)
+        ]
+        for t in taken:
+            if action == "requeue":
+                self._requeue(t, bulk=True)
+            else:
+                del self.tasks[t.id]
+                self._disarm(t.id)
+        return len(taken)
 
     def run_now(self, who: Identity, task_id: int) -> MTask:
         self._admin(who)

@@ -38,6 +38,7 @@ from stdbmod.retry import (
 )
 from stdbmod.retry.claim import next_claimable
 from stdbmod.retry.queues import next_allowed
+from stdbmod.retry.triage import BulkAction, TriageFilter
 from stdbmod.runtime import apply_changes
 from tests.retry.retry_model import CRASH, HANDLED, Model, MTask, Refused, S
 
@@ -395,6 +396,25 @@ class RetryMachine(RuleBasedStateMachine):
         tid = self.pick(ref, "dead" if fit else None)
         expect = self.model.requeue if action == "requeue" else self.model.delete
         self.both(lambda: expect(me, tid), lambda: self.db.call(action, tid, sender=me))
+
+    @rule(who=who_st, action=st.sampled_from(["requeue", "requeue", "delete"]), job_type=st.sampled_from([None, None, HANDLED, "ext"]),
+          by_group=st.booleans(), ref=st.integers(0, 100), include_held=st.sampled_from([False, False, True]))  # fmt: skip
+    def bulk_dlq(self, who: int, action: str, job_type: str | None, by_group: bool, ref: int, include_held: bool) -> None:
+        """The dead-letter triage's bulk requeue and delete (one batch: few tasks). A task that a
+        bulk requeue sent back and that dies again alike is held, and passed by after."""
+        dead = sorted((t.id, t.fingerprint) for t in self.model.tasks.values() if t.status == "dead")
+        fp = dead[ref % len(dead)][1] if by_group and dead else None
+        where = TriageFilter(fingerprint=fp, job_type=job_type, include_held=include_held)
+        me = IDS[who]
+        self.model.begin()
+        try:
+            expected = self.model.bulk(me, action, fp, job_type, include_held)
+        except Refused as r:
+            refused_alike(r, lambda: self.db.call("bulk_dlq", BulkAction(action), where, sender=me), "bulk refused")
+            return
+        op = self.db.call("bulk_dlq", BulkAction(action), where, sender=me)
+        event(f"bulk {action}: {expected}")
+        assert (op.processed, op.done) == (expected, True)
 
     @rule(who=who_st, other=who_st, action=st.sampled_from(["add_admin", "remove_admin", "grant_worker", "revoke_worker"]))
     def roles(self, who: int, other: int, action: str) -> None:
