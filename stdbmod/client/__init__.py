@@ -35,6 +35,7 @@ from .types import (
     JobPage,
     LogLine,
     NewJob,
+    QueueInfo,
     Recurring,
 )
 from .worker import Worker, WorkerSettings, WorkerStats
@@ -48,6 +49,7 @@ __all__ = [
     "JobPage",
     "NewJob",
     "Recurring",
+    "QueueInfo",
     "DeadLetterGroup",
     "BulkOperation",
     "BulkResult",

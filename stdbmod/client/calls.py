@@ -24,6 +24,7 @@ from .types import (
     JobPage,
     LogLine,
     NewJob,
+    QueueInfo,
     Recurring,
 )
 
@@ -187,6 +188,34 @@ def delete(job_id: int) -> Call[None]:
 
 def history(limit: int) -> Call[list[HistoryEntry]]:
     return Call("GET", PREFIX + "/history", lambda c: msgspec.json.decode(c, type=_History).items, params={"limit": limit})
+
+
+# --- queue control (admin) ---------------------------------------------------------------------------
+
+
+class _Queues(msgspec.Struct):
+    items: list[QueueInfo]
+
+
+def _queue_path(queue: str, action: str) -> str:
+    return f"{PREFIX}/queues/{quote(queue, safe='')}/{action}"
+
+
+def list_queues() -> Call[list[QueueInfo]]:
+    return Call("GET", PREFIX + "/queues", lambda c: msgspec.json.decode(c, type=_Queues).items)
+
+
+def pause_queue(queue: str) -> Call[QueueInfo]:
+    return Call("POST", _queue_path(queue, "pause"), _decoder(QueueInfo), {})
+
+
+def resume_queue(queue: str) -> Call[QueueInfo]:
+    return Call("POST", _queue_path(queue, "resume"), _decoder(QueueInfo), {})
+
+
+def set_queue_limits(queue: str, **limits: int | None) -> Call[QueueInfo]:
+    """concurrency, rate_limit, rate_period_seconds, partition_limit: all replaced at once."""
+    return Call("POST", _queue_path(queue, "limits"), _decoder(QueueInfo), _options(**limits))
 
 
 # --- dead-letter triage (admin) ----------------------------------------------------------------------

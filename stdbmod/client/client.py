@@ -29,6 +29,7 @@ from .types import (
     JobPage,
     LogLine,
     NewJob,
+    QueueInfo,
     Recurring,
     RunAfter,
 )
@@ -167,6 +168,21 @@ class Client:
     def history(self, limit: int = 100) -> list[HistoryEntry]:
         """The attempt history, newest first (admin)."""
         return self.send(calls.history(limit))
+
+    # --- queue control (admin; docs/operations.md) ---------------------------------------------------
+
+    def list_queues(self) -> list[QueueInfo]:
+        return self.send(calls.list_queues())
+
+    def pause_queue(self, queue: str) -> QueueInfo:
+        return self.send(calls.pause_queue(queue))
+
+    def resume_queue(self, queue: str) -> QueueInfo:
+        return self.send(calls.resume_queue(queue))
+
+    def set_queue_limits(self, queue: str, **limits: int | None) -> QueueInfo:
+        """concurrency, rate_limit, rate_period_seconds, partition_limit: all replaced at once."""
+        return self.send(calls.set_queue_limits(queue, **limits))
 
     # --- dead-letter triage (admin; docs/operations.md) -----------------------------------------------
 
@@ -358,6 +374,20 @@ class AsyncClient:
 
     async def history(self, limit: int = 100) -> list[HistoryEntry]:
         return await self.send(calls.history(limit))
+
+    # --- queue control -------------------------------------------------------------------------------
+
+    async def list_queues(self) -> list[QueueInfo]:
+        return await self.send(calls.list_queues())
+
+    async def pause_queue(self, queue: str) -> QueueInfo:
+        return await self.send(calls.pause_queue(queue))
+
+    async def resume_queue(self, queue: str) -> QueueInfo:
+        return await self.send(calls.resume_queue(queue))
+
+    async def set_queue_limits(self, queue: str, **limits: int | None) -> QueueInfo:
+        return await self.send(calls.set_queue_limits(queue, **limits))
 
     # --- dead-letter triage --------------------------------------------------------------------------
 

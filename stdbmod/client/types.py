@@ -193,3 +193,17 @@ class BulkResult(msgspec.Struct, frozen=True):
     count: int | None = None
     sample: list[Job] | None = None
     operation: BulkOperation | None = None
+
+
+class QueueInfo(msgspec.Struct, frozen=True):
+    """A queue: its jobs per status, its controls (paused, limits), and how long its oldest ready
+    job has waited (None: none is ready)."""
+
+    queue: str
+    counts: dict[str, int]
+    paused: bool
+    concurrency: int | None = None
+    rate_limit: int | None = None
+    rate_period_seconds: int = 60
+    partition_limit: int | None = None
+    oldest_ready_age_seconds: float | None = None

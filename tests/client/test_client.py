@@ -36,6 +36,7 @@ from stdbmod.client import (
     LogLine,
     NewJob,
     NotFound,
+    QueueInfo,
     Recurring,
     ReducerError,
     ServerError,
@@ -242,6 +243,7 @@ def test_the_client_covers_every_route_of_the_openapi_document(world: World) -> 
         calls.snooze(1, 5, None), calls.run_now(1),
         calls.list_recurring(), calls.add_recurring("n", "@daily", {"job_type": "x"}, None, None, None, None), calls.change_recurring(1),
         calls.enable_recurring(1), calls.disable_recurring(1), calls.run_recurring_now(1), calls.delete_recurring(1),
+        calls.list_queues(), calls.pause_queue("q"), calls.resume_queue("q"), calls.set_queue_limits("q", concurrency=1),
         calls.dlq_groups(None, None, 50), calls.bulk_requeue(True), calls.bulk_delete(True), calls.bulk_operation(1),
         calls.dead_letter(None, 1, 50), calls.requeue(1), calls.delete(1), calls.history(10), calls.ping(), calls.new_identity(),
         calls.verify("c200"), calls.database_info("retry"), calls.call_reducer("retry", "r", []), calls.schema("retry"), calls.logs("retry", None),
@@ -254,6 +256,7 @@ def test_the_client_covers_every_route_of_the_openapi_document(world: World) -> 
         path = re.sub(r"/(jobs|dlq)/1(?=/|$)", r"/\1/{job_id}", path)
         path = re.sub(r"/recurring/1(?=/|$)", "/recurring/{recurring_id}", path)
         path = re.sub(r"/operations/1$", "/operations/{op_id}", path)
+        path = re.sub(r"/queues/q/", "/queues/{queue}/", path)
         path = re.sub(r"^/v1/database/retry", "/v1/database/{db}", path)
         return path.replace("/identity/c200/", "/identity/{identity}/").replace("/call/r", "/call/{reducer}")
 
@@ -264,7 +267,8 @@ def test_the_client_covers_every_route_of_the_openapi_document(world: World) -> 
 
 @pytest.mark.parametrize(("ours", "theirs"), [(Job, "Job"), (JobPage, "JobPage"), (HistoryEntry, "AttemptOut"), (IdentityToken, "IdentityToken"),
                                               (DatabaseInfo, "DatabaseInfo"), (LogLine, "LogLineOut"), (Recurring, "RecurringOut"),
-                                              (DeadLetterGroup, "GroupOut"), (BulkOperation, "BulkOp"), (BulkResult, "BulkOut")])
+                                              (DeadLetterGroup, "GroupOut"), (BulkOperation, "BulkOp"), (BulkResult, "BulkOut"),
+                                              (QueueInfo, "QueueOut")])
 def test_the_client_types_have_the_fields_of_the_servers_answers(world: World, ours: type[msgspec.Struct], theirs: str) -> None:
     schema = _openapi(world)["components"]["schemas"][theirs]
     assert set(ours.__struct_fields__) == set(schema["properties"])
