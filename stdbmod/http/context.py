@@ -111,6 +111,13 @@ class ServerContext:
         async with self.connection(db, sender) as conn:
             return await _result(db.submit(reducer, *args, sender=sender, connection_id=conn))
 
+    async def call_typed(self, db: Database, reducer: str, args: tuple[Any, ...], *, sender: Identity) -> Any:
+        """`call` with arguments a wire body decoded into the reducer's own types (`Database.submit_typed`)."""
+        if not _has_connection_hooks(db):
+            return await _result(db.submit_typed(reducer, args, sender=sender))
+        async with self.connection(db, sender) as conn:
+            return await _result(db.submit_typed(reducer, args, sender=sender, connection_id=conn))
+
     async def call_json(self, db: Database, reducer: str, raw: bytes, *, sender: Identity) -> Any:
         async with self.connection(db, sender) as conn:
             return await _result(db.submit_json(reducer, raw, sender=sender, connection_id=conn))

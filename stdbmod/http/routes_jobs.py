@@ -69,7 +69,11 @@ def _new_task(b: wire.EnqueueBody) -> NewTask:
 
 
 async def _write(ctx: ServerContext, reducer: str, *args: Any, sender: Identity) -> Any:
-    return await ctx.call(ctx.db, reducer, *args, sender=sender)
+    """Call `reducer` with `args` as they are: a route's wire body holds the reducer's parameters,
+    field for field, with its types (tests/http/test_arguments.py holds every route's body in step
+    with its reducer); the body's decoding was their one check of type and bounds, and the runtime
+    takes them typed (`ServerContext.call_typed`) instead of checking them again."""
+    return await ctx.call_typed(ctx.db, reducer, args, sender=sender)
 
 
 # --- seed 000 -------------------------------------------------------------------------------------
