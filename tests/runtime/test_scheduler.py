@@ -202,10 +202,11 @@ def test_the_loop_wakes_when_an_earlier_row_is_inserted(db: Database, clock: Man
 
 def test_the_loop_fires_rows_on_time_by_the_real_clock(tmp_path: Path) -> None:
     """The production loop under the system clock, at a coarse grain: rows due 200 ms and 400 ms
-    from now fire well within a second of their time, however far off the loop planned to wake
-    when they were armed (here: a row an hour away). Each row's firing timestamp is when it ran
-    (a late row runs at now), so the database's own clock measures how late each one was; the
-    test only waits, with a generous bound, for the two firings to happen."""
+    from now fire at their time (milliseconds late, idle; the bound, 2 s, is generous for a
+    loaded machine, and a loop oversleeping by seconds fails it), however far off the loop
+    planned to wake when they were armed (here: a row an hour away). Each row's firing timestamp
+    is when it ran (a late row runs at now), so the database's own clock measures how late each
+    one was; the test only waits on an event, with a generous bound, for the firings to happen."""
     db = Database.create(tmp_path / "real-clock", m, owner=ALICE, durable=False)
     try:
         assert isinstance(db.clock, SystemClock)
@@ -223,7 +224,7 @@ def test_the_loop_fires_rows_on_time_by_the_real_clock(tmp_path: Path) -> None:
             sched.stop()
         late = {f.label: (f.timestamp.micros - due[f.label].micros) / 1e6 for f in fired(db)}
         assert set(late) == {"soon", "next"}
-        assert all(0 <= s < 1.5 for s in late.values()), late
+        assert all(0 <= s < 2.0 for s in late.values()), late
     finally:
         db.close()
 
