@@ -14,8 +14,10 @@ from typing import Any
 
 from stdbmod import Identity, Timestamp
 from stdbmod.retry import InvalidArgument, InvalidTransition, NotAuthorized, StaleLease, TaskNotFound
+from stdbmod.retry.cron import expression, instants_after, next_after, time_zone
 from stdbmod.retry.fingerprint import fingerprint
 from stdbmod.retry.limits import MAX_SNOOZES
+from stdbmod.retry.recurring import RecurringNotFound
 
 S = 1_000_000  # micros per second
 HANDLED = "h"  # the job type with an in-module handler (when it is registered)
@@ -56,6 +58,24 @@ class MTask:
     fingerprint: str | None = None
     hold: bool = False
     partition: str | None = None
+    recurring_id: int | None = None
+
+
+@dataclass
+class MRecurring:
+    """A recurring entry (recurring.py): its expression, zone, job, policy and watermark."""
+
+    id: int
+    name: str
+    cron: str
+    tz: str
+    job_type: str
+    queue: str
+    enabled: bool
+    catch_up: str
+    limit: int
+    last_fired: int
+    next_fire: int | None = None
 
 
 @dataclass
@@ -85,7 +105,9 @@ class Model:
     attempt_timers: dict[int, tuple[int, int]] = field(default_factory=dict)  # task -> (due, id)
     sweep: int | None = None  # when the lease sweep (its one row) is due
     notes: list[tuple[int, int]] = field(default_factory=list)  # handler writes that committed
-    seq: dict[str, int] = field(default_factory=lambda: {"task": 0, "attempt": 0, "attempt_timer": 0, "claim_mark": 0})
+    seq: dict[str, int] = field(
+        default_factory=lambda: {"task": 0, "attempt": 0, "attempt_timer": 0, "claim_mark": 0, "recurring": 0, "recurring_timer": 0}
+    )
     rng: random.Random | None = None  # the transaction's ctx.rng: seeded from its timestamp, made on first use
 
     def begin(self) -> None:
@@ -97,6 +119,8 @@ class Model:
             self.rng = random.Random(self.now)
         return self.rng
     queues: dict[str, MQueue] = field(default_factory=dict)
+    recurring: dict[int, MRecurring] = field(default_factory=dict)
+    recurring_timers: dict[int, tuple[int, int]] = field(default_factory=dict)  # entry -> (due, id)
     marks: list[tuple[int, str, str | None, int]] = field(default_factory=list)  # (id, queue, partition, at)
 
     # --- helpers ---------------------------------------------------------------------------------
@@ -430,6 +454,7 @@ class Model:
             due = sorted(
                 [(d, "attempt_timer", sid, tid) for tid, (d, sid) in self.attempt_timers.items() if d <= self.now]
                 + ([(self.sweep, "lease_sweep", 0, 0)] if self.sweep is not None and self.sweep <= self.now else [])
+                + [(d, "recurring_timer", sid, rid) for rid, (d, sid) in self.recurring_timers.items() if d <= self.now]
             )
             if not due:
                 return
@@ -440,6 +465,9 @@ class Model:
                     self._run_attempt(tid, plan_of)
                 elif table == "lease_sweep" and self.sweep == d:
                     self._sweep()
+                elif table == "recurring_timer" and self.recurring_timers.get(tid) == (d, sid):
+                    del self.recurring_timers[tid]
+                    self._fire(tid)
 
     def _sweep(self) -> None:
         """Reap the ended leases, earliest (then lowest id) first; re-arm at the next lease end,
@@ -479,3 +507,77 @@ class Model:
             self._fail(t, "later", "failed", "handler", 7)
         else:
             self._fail(t, "try later" if outcome == "retry" else CRASH, "failed", "handler")
+
+
+    # --- recurring jobs (recurring.py) -----------------------------------------------------------
+
+    def _instants(self, m: MRecurring, after: int, upto: int) -> list[int]:
+        """The entry's instants in (after, upto], micros (cron.py's walk, itself tested against cronsim)."""
+        out = []
+        for t in instants_after(m.cron, time_zone(m.tz), Timestamp(after)):
+            if t.micros > upto:
+                break
+            out.append(t.micros)
+        return out
+
+    def _arm_recurring(self, m: MRecurring) -> None:
+        self.recurring_timers.pop(m.id, None)
+        m.next_fire = None
+        if m.enabled:
+            nxt = next_after(m.cron, time_zone(m.tz), Timestamp(max(self.now, m.last_fired)))
+            if nxt is not None:
+                m.next_fire = nxt.micros
+                self.recurring_timers[m.id] = (nxt.micros, self._next("recurring_timer"))
+
+    def add_recurring(self, who: Identity, name: str, cron: str, tz: str, job_type: str, catch_up: str, limit: int) -> MRecurring:
+        self._admin(who)
+        if any(r.name == name for r in self.recurring.values()) or not 1 <= limit <= 1000:
+            raise Refused(InvalidArgument)
+        m = MRecurring(self._next("recurring"), name, expression(cron), tz, job_type, "cron", True, catch_up, limit, self.now)
+        self.recurring[m.id] = m
+        self._arm_recurring(m)
+        return m
+
+    def _entry(self, rid: int) -> MRecurring:
+        if rid not in self.recurring:
+            raise Refused(RecurringNotFound)
+        return self.recurring[rid]
+
+    def set_recurring_enabled(self, who: Identity, rid: int, enabled: bool) -> MRecurring:
+        self._admin(who)
+        m = self._entry(rid)
+        if m.enabled != enabled:
+            m.enabled = enabled
+            if enabled:
+                m.last_fired = max(self.now, m.last_fired)
+            self._arm_recurring(m)
+        return m
+
+    def delete_recurring(self, who: Identity, rid: int) -> None:
+        self._admin(who)
+        self._entry(rid)
+        del self.recurring[rid]
+        self.recurring_timers.pop(rid, None)
+
+    def _enqueue_recurring(self, m: MRecurring, instant: int | None) -> MTask:
+        key = None if instant is None else f"recurring:{m.id}:{Timestamp(instant).isoformat()}"
+        t = self.create(None, "none", m.job_type, m.queue, None, 5, 30, 0, 0, key)
+        t.recurring_id = m.id
+        return t
+
+    def run_recurring_now(self, who: Identity, rid: int) -> MTask:
+        self._admin(who)
+        return self._enqueue_recurring(self._entry(rid), None)
+
+    def _fire(self, rid: int) -> None:
+        m = self.recurring.get(rid)
+        if m is None or not m.enabled:
+            return
+        instants = self._instants(m, m.last_fired, self.now)
+        on_time = [t for t in instants if t > self.now - 60 * S]
+        missed = [t for t in instants if t <= self.now - 60 * S]
+        kept = [] if m.catch_up == "skip" else missed[-1:] if m.catch_up == "one" else missed[-m.limit :]
+        for t in kept + on_time:
+            self._enqueue_recurring(m, t)
+        m.last_fired = max(self.now, m.last_fired)
+        self._arm_recurring(m)

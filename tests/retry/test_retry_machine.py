@@ -2,7 +2,11 @@
 retry_model.py: submit and enqueue (also transactionally from another module's reducer), claim,
 complete, fail, heartbeat, handler outcomes, the clock and the scheduler, lease expiry, requeue,
 delete, cancel, admin and worker changes, calls by identities without the role, settings,
-handler (un)registration, reads, and closing and reopening the database.
+handler (un)registration, reads, and closing and reopening the database; the failure policy
+(fail with retry false or retry_in_seconds, snooze, handlers' RetryIn and Snooze, run now, the
+backoff cap and jitter), the dead-letter triage's bulk requeue and delete (fingerprints, held
+tasks), and recurring entries (their timers firing with the others, each instant once, the
+catch-up policies when the clock jumps past instants).
 
 After every step the real database must agree with the model row for row, and the commit-log
 replay of everything so far must hash to the live state.
@@ -13,6 +17,7 @@ from __future__ import annotations
 import copy
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,6 +32,7 @@ from stdbmod.retry import (
     Completion,
     GiveUp,
     HandlerContext,
+    NewTask,
     NotAuthorized,
     RetryableError,
     RetryIn,
@@ -38,9 +44,10 @@ from stdbmod.retry import (
 )
 from stdbmod.retry.claim import next_claimable
 from stdbmod.retry.queues import next_allowed
+from stdbmod.retry.recurring import CatchUp, Recurring, RecurringSpec
 from stdbmod.retry.triage import BulkAction, TriageFilter
 from stdbmod.runtime import apply_changes
-from tests.retry.retry_model import CRASH, HANDLED, Model, MTask, Refused, S
+from tests.retry.retry_model import CRASH, HANDLED, Model, MRecurring, MTask, Refused, S
 
 # --- the module under test: the retry module inside an app that handlers write to -----------------
 
@@ -124,6 +131,7 @@ def same_task(real: Task, m: MTask) -> None:
     assert finished == m.finished_at, (real, m)
     assert (real.max_backoff_seconds, real.backoff_jitter, real.snoozes) == (m.max_backoff, m.jitter, m.snoozes), (real, m)
     assert (real.error_fingerprint, real.triage_hold) == (m.fingerprint, m.hold), (real, m)
+    assert real.recurring_id == m.recurring_id, (real, m)
     assert real.partition_key == m.partition, (real, m)
     if m.last_error == CRASH:
         assert real.last_error is not None and real.last_error.startswith("Traceback") and "RuntimeError: crash" in real.last_error
@@ -416,6 +424,53 @@ class RetryMachine(RuleBasedStateMachine):
         event(f"bulk {action}: {expected}")
         assert (op.processed, op.done) == (expected, True)
 
+    # --- recurring jobs ----------------------------------------------------------------------------
+
+    def same_entry(self, real: Recurring, m: MRecurring) -> None:
+        assert (real.id, real.name, real.cron, real.timezone, real.job.job_type, real.enabled) == (m.id, m.name, m.cron, m.tz, m.job_type, m.enabled)
+        assert (real.catch_up.value, real.catch_up_limit, real.last_fired.micros) == (m.catch_up, m.limit, m.last_fired), (real, m)
+        assert (real.next_fire and real.next_fire.micros) == m.next_fire, (real, m)
+
+    @rule(who=who_st, name=st.sampled_from(["a", "a", "b", "c"]), cron=st.sampled_from(["*/5 * * * *", "@hourly", "30 * * * *", "*/2 * * * *"]),
+          tz=st.sampled_from(["UTC", "Asia/Kolkata"]), job_type=st.sampled_from([HANDLED, "ext"]),
+          catch_up=st.sampled_from(["skip", "one", "each"]), limit=st.sampled_from([1, 3, 0]))  # fmt: skip
+    def add_recurring(self, who: int, name: str, cron: str, tz: str, job_type: str, catch_up: str, limit: int) -> None:
+        """A recurring entry; its timer then fires with the others in run_due (each instant once,
+        missed ones by the policy when the clock jumped past them)."""
+        me = IDS[who]
+        spec = RecurringSpec(name, cron, NewTask(job_type, queue="cron"), tz, True, CatchUp(catch_up), limit)
+        self.model.begin()
+        try:
+            m = self.model.add_recurring(me, name, cron, tz, job_type, catch_up, limit)
+        except Refused as r:
+            refused_alike(r, lambda: self.db.call("add_recurring", spec, sender=me), "recurring refused")
+            return
+        self.same_entry(self.db.call("add_recurring", spec, sender=me), m)
+
+    @rule(who=who_st, action=st.sampled_from(["enable_recurring", "disable_recurring", "delete_recurring", "run_recurring_now"]),
+          ref=st.integers(0, 5))  # fmt: skip
+    def recurring_action(self, who: int, action: str, ref: int) -> None:
+        me = IDS[who]
+        rid = ref % (self.model.seq["recurring"] + 1) + 1 if ref else 1
+        self.model.begin()
+        expect: Callable[[], Any] = {
+            "enable_recurring": lambda: self.model.set_recurring_enabled(me, rid, True),
+            "disable_recurring": lambda: self.model.set_recurring_enabled(me, rid, False),
+            "delete_recurring": lambda: self.model.delete_recurring(me, rid),
+            "run_recurring_now": lambda: self.model.run_recurring_now(me, rid),
+        }[action]
+        try:
+            expected = expect()
+        except Refused as r:
+            refused_alike(r, lambda: self.db.call(action, rid, sender=me), "recurring refused")
+            return
+        got = self.db.call(action, rid, sender=me)
+        event(action)
+        if isinstance(expected, MTask):
+            same_task(got, expected)
+        elif isinstance(expected, MRecurring):
+            self.same_entry(got, expected)
+
     @rule(who=who_st, other=who_st, action=st.sampled_from(["add_admin", "remove_admin", "grant_worker", "revoke_worker"]))
     def roles(self, who: int, other: int, action: str) -> None:
         self.both(lambda: getattr(self.model, action)(IDS[who], IDS[other]), lambda: self.db.call(action, IDS[other], sender=IDS[who]))
@@ -507,6 +562,11 @@ class RetryMachine(RuleBasedStateMachine):
             assert {t.task_id: (t.scheduled_at.time.micros, t.scheduled_id) for t in db.attempt_timer.iter()} == m.attempt_timers
             assert [s.scheduled_at.time.micros for s in db.lease_sweep.iter()] == ([] if m.sweep is None else [m.sweep])
             assert db.lease_timer.count() == 0  # legacy: never written
+            # recurring entries: their watermarks and timers, one row each while enabled
+            assert {r.recurring_id: (r.scheduled_at.time.micros, r.scheduled_id) for r in db.recurring_timer.iter()} == m.recurring_timers
+            for r in db.recurring.iter():
+                self.same_entry(r, m.recurring[r.id])
+            assert sorted(r.id for r in db.recurring.iter()) == sorted(m.recurring)
             assert [(n.task_id, n.attempt) for n in db.note.iter()] == m.notes
 
     @invariant()
