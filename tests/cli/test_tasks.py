@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from stdbmod.types import Identity
+import pytest
+
+from stdbmod.types import Identity, Timestamp
 
 from .conftest import Invoke, as_json
 
@@ -224,3 +226,42 @@ def test_dead_letter_triage(invoke: Invoke, retry_dir: str) -> None:
     assert invoke("tasks", "dlq-delete", "--data", retry_dir, "--include-held", "--since", "2000-01-01").stdout.startswith("deleted 1 task(s)")
     r = invoke("tasks", "dlq-delete", "--data", retry_dir, "--since", "2030-01-01", "--until", "2020-01-01", code=2)
     assert r.stderr.strip() == "Error: finished_after is later than finished_before"
+
+
+def _table(text: str) -> list[dict[str, str]]:
+    """A printed table's rows, each cell under its header."""
+    lines = text.splitlines()
+    headers = [h.strip() for h in next(ln for ln in lines if ln.startswith("┃")).strip("┃").split("┃")]
+    rows = [[c.strip() for c in ln.strip("│").split("│")] for ln in lines if ln.startswith("│")]
+    return [dict(zip(headers, r, strict=True)) for r in rows]
+
+
+def _second(micros: int) -> str:
+    """A time as a table cell shows it: RFC 3339 to the second."""
+    return Timestamp(micros).isoformat().split(".")[0].removesuffix("Z") + "Z"
+
+
+def test_each_table_cell_shows_its_own_column(invoke: Invoke, retry_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every cell of the list and history tables against the same rows as JSON (the columns all
+    shown at 200 columns): a cell showing another column's value fails."""
+    monkeypatch.setenv("COLUMNS", "200")
+    _fill(invoke, retry_dir)
+    for args in (["list"], ["dlq"]):
+        tasks = as_json(invoke("tasks", *args, "--data", retry_dir, "--json"))["items"]
+        shown = _table(invoke("tasks", *args, "--data", retry_dir).stdout)
+        assert shown == [
+            {
+                "id": str(t["id"]), "job_type": t["job_type"], "status": t["status"], "attempts": f"{t['attempts']}/{t['max_attempts']}",
+                "run_after": _second(t["run_after"]), "queue": t["queue"], "last_error": t["last_error"] or "",
+                "dead_reason": t["dead_reason"] or "", "claimed_by": t["claimed_by"] or "",
+            }
+            for t in tasks
+        ]
+    entries = as_json(invoke("tasks", "history", "--data", retry_dir, "--json"))
+    assert _table(invoke("tasks", "history", "--data", retry_dir).stdout) == [
+        {
+            "task_id": str(h["task_id"]), "attempt": str(h["attempt"]), "outcome": h["outcome"], "job_type": h["job_type"],
+            "finished_at": _second(h["finished_at"]), "error": h["error"] or "", "worker": h["worker"], "id": str(h["id"]),
+        }
+        for h in entries
+    ]
