@@ -350,7 +350,9 @@ _FIELD = type(msgspec.field())
 
 def _spreading(func: Callable[..., Any], struct: type[msgspec.Struct]) -> Callable[..., Any]:
     def call(ctx: Any, *args: Any) -> Any:
-        return func(ctx, struct(*args))
+        # the Struct's fields in parameter order (the log's, /v1's form), or the Struct itself,
+        # which a typed call hands over as its caller made it (`Database.submit_typed`)
+        return func(ctx, args[0] if len(args) == 1 and type(args[0]) is struct else struct(*args))
 
     return call
 

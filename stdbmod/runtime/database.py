@@ -286,8 +286,9 @@ class Database:
         (`decoded`: the JSON decoder did); `typed` ones are taken as they are (`submit_typed`)
         when they hold every parameter. Either way they are encoded here once, for the commit log
         (a MessagePack array in parameter order: the bytes `r.args_type` encodes to), and handed
-        to the reducer as a tuple."""
+        to the reducer as a tuple (a typed spread reducer's Struct: as it is)."""
         r = self.reducer(name, sender)
+        call_args = args
         if r.spread is not None and len(args) == 1 and type(args[0]) is r.spread:
             args = msgspec.structs.astuple(args[0])  # one instance of a spread reducer's Struct
         if not typed or len(args) != len(r.params):  # fewer take the defaults, more are refused: the check's work
@@ -298,7 +299,7 @@ class Database:
                     raise ArgumentError(r.explain(e)) from None
                 except RecursionError:
                     raise ArgumentError(f"{name}: the arguments are nested too deeply") from None
-            args = msgspec.structs.astuple(decoded)
+            args = call_args = msgspec.structs.astuple(decoded)
         if not isinstance(sender, Identity):
             raise ArgumentError("sender must be an Identity")
         return CallJob(
@@ -308,7 +309,7 @@ class Database:
             connection_id=connection_id,
             args_bytes=_encode_args(name, args),
             reducer_def=r,
-            args=args,
+            args=call_args,
         )
 
     def submit(self, reducer: str, *args: Any, sender: Identity, connection_id: ConnectionId | None = None) -> Future[Any]:

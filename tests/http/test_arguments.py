@@ -13,7 +13,7 @@ import msgspec
 import msgspec.inspect as mi
 import pytest
 
-from stdbmod import ArgumentError, Database, Identity, ManualClock, StdbError, Timestamp
+from stdbmod import ArgumentError, Database, Identity, ManualClock, Module, ReducerContext, StdbError, Timestamp
 from stdbmod.http import routes_jobs
 from stdbmod.http.routing import Endpoint
 from stdbmod.retry import Completion, InvalidTransition, NewTask, create_retry_module
@@ -144,3 +144,29 @@ def test_typed_arguments_short_of_a_parameter_take_the_checked_way(tmp_path: Pat
     assert msgspec.msgpack.decode(typed.commit_log()[-1].args) == [None, None, None]
     checked.close()
     typed.close()
+
+
+class Spec(msgspec.Struct):
+    a: int
+    b: str = "x"
+
+
+def test_a_typed_spread_call_hands_the_reducer_the_callers_struct(tmp_path: Path) -> None:
+    """One shape from the route to the reducer: the Struct the route made is the one the reducer
+    gets (a checked call's is rebuilt from the checked fields; the commit log's bytes are the same
+    either way: test_typed_arguments_write_what_checked_ones_write)."""
+    m = Module("spread")
+    seen: list[Spec] = []
+
+    @m.reducer(spread=True)
+    def take(ctx: ReducerContext, spec: Spec) -> None:
+        seen.append(spec)
+
+    db = Database.create(tmp_path / "db", m, owner=OWNER, durable=False)
+    try:
+        given = Spec(1, "y")
+        db.submit_typed("take", (given,), sender=OWNER).result()
+        db.call("take", given, sender=OWNER)
+        assert seen[0] is given and seen[1] is not given and seen[1] == given
+    finally:
+        db.close()
