@@ -553,6 +553,18 @@ class Model:
             self._arm_recurring(m)
         return m
 
+    def change_recurring(self, who: Identity, rid: int, cron: str | None, tz: str | None, catch_up: str | None) -> MRecurring:
+        """A new expression or zone counts from now; the timer row is written again either way."""
+        self._admin(who)
+        m = self._entry(rid)
+        new_cron = m.cron if cron is None else expression(cron)
+        new_tz = m.tz if tz is None else tz
+        if (new_cron, new_tz) != (m.cron, m.tz):
+            m.last_fired = max(self.now, m.last_fired)
+        m.cron, m.tz, m.catch_up = new_cron, new_tz, m.catch_up if catch_up is None else catch_up
+        self._arm_recurring(m)
+        return m
+
     def delete_recurring(self, who: Identity, rid: int) -> None:
         self._admin(who)
         self._entry(rid)

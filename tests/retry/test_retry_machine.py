@@ -447,6 +447,20 @@ class RetryMachine(RuleBasedStateMachine):
             return
         self.same_entry(self.db.call("add_recurring", spec, sender=me), m)
 
+    @rule(who=who_st, ref=st.integers(0, 5), cron=st.sampled_from([None, "*/5 * * * *", "@hourly", "*/2 * * * *"]),
+          tz=st.sampled_from([None, "UTC", "Asia/Kolkata"]), catch_up=st.sampled_from([None, "skip", "each"]))  # fmt: skip
+    def change_recurring(self, who: int, ref: int, cron: str | None, tz: str | None, catch_up: str | None) -> None:
+        me = IDS[who]
+        rid = ref % (self.model.seq["recurring"] + 1) + 1 if ref else 1
+        mode = None if catch_up is None else CatchUp(catch_up)
+        self.model.begin()
+        try:
+            m = self.model.change_recurring(me, rid, cron, tz, catch_up)
+        except Refused as r:
+            refused_alike(r, lambda: self.db.call("change_recurring", rid, None, cron, tz, None, mode, None, sender=me), "recurring refused")
+            return
+        self.same_entry(self.db.call("change_recurring", rid, None, cron, tz, None, mode, None, sender=me), m)
+
     @rule(who=who_st, action=st.sampled_from(["enable_recurring", "disable_recurring", "delete_recurring", "run_recurring_now"]),
           ref=st.integers(0, 5))  # fmt: skip
     def recurring_action(self, who: int, action: str, ref: int) -> None:
