@@ -75,7 +75,7 @@ def _page(page: Any, as_json: bool, title: str) -> None:
 
 @click.group(short_help="The task-retry module for admins.")
 def tasks() -> None:
-    """The task-retry module for admins: list, show, dead-letter tier, requeue, run now, delete, history;
+    """The task-retry module for admins: list, show, dead-letter tier, requeue, run now, cancel, delete, history;
     queues, pause, resume, limits."""
 
 
@@ -146,6 +146,21 @@ def run_now(data: str, module: str | None, as_: str | None, as_json: bool, task_
         print_json(task)
     else:
         print_record(task, title=f"task {task_id} due now")
+
+
+@tasks.command()
+@common
+@click.argument("task_id", type=click.IntRange(min=0))
+@click.option("--reason", default=None, help="Stored as the task's last_error.")
+def cancel(data: str, module: str | None, as_: str | None, as_json: bool, task_id: int, reason: str | None) -> None:
+    """Cancel a queued or running task: it goes to the dead-letter tier (cancelled). A running
+    attempt ends there; its worker's next heartbeat or report is refused."""
+    with _db(data, module, as_) as (db, who, _):
+        task = db.call("cancel", task_id, reason, sender=who)
+    if as_json:
+        print_json(task)
+    else:
+        print_record(task, title=f"task {task_id} cancelled")
 
 
 @tasks.command()

@@ -32,8 +32,9 @@ class HttpError(StdbError):
         self.message = message
 
 
-def error_response(status_code: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
-    return json_response({"error": message}, status_code, headers=headers)
+def error_response(status_code: int, message: str, headers: Mapping[str, str] | None = None, code: str | None = None) -> Response:
+    body = {"error": message} if code is None else {"error": message, "code": code}
+    return json_response(body, status_code, headers=headers)
 
 
 async def on_http_error(request: Request, exc: Exception) -> Response:
@@ -52,7 +53,7 @@ async def on_stdb_error(request: Request, exc: Exception) -> Response:
         return error_response(401, str(exc), headers={"WWW-Authenticate": 'Bearer realm="stdbmod"'})
     if exc.status_code >= 500 and not isinstance(exc, (SenderError, ReducerFailed)):
         log.error("%s on %s %s: %s", type(exc).__name__, request.method, request.url.path, exc)
-    return error_response(exc.status_code, str(exc) or type(exc).__name__)
+    return error_response(exc.status_code, str(exc) or type(exc).__name__, code=getattr(exc, "code", None))
 
 
 async def on_client_gone(request: Request, exc: Exception) -> Response:

@@ -252,7 +252,7 @@ ENDPOINTS = [
              response=wire.Job, body=wire.NoBody, errors=_WORKER),
     Endpoint("POST", _ID + "/heartbeat", heartbeat, "Extend the lease (lease holder only)", "jobs", "worker",
              response=wire.Job, body=wire.HeartbeatBody, errors=_WORKER),
-    Endpoint("POST", _ID + "/cancel", cancel, "Cancel a queued job: it goes to the dead-letter tier (admin)", "jobs", "admin",
+    Endpoint("POST", _ID + "/cancel", cancel, "Cancel a queued or running job: it goes to the dead-letter tier; a running one's worker is refused from then on (admin)", "jobs", "admin",
              response=wire.Job, body=wire.CancelBody, errors=_WORKER),
     Endpoint("GET", PREFIX + "/dlq", dead_letter, "List the dead-letter tier (admin)", "jobs", "admin",
              response=wire.JobPage, query=wire.DlqQuery, errors=(400, 403)),

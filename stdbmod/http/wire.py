@@ -42,6 +42,7 @@ class EnqueueBody(msgspec.Struct, forbid_unknown_fields=True):
     max_backoff_seconds: Annotated[int, Meta(ge=0, le=limits.MAX_BACKOFF_SECONDS)] | None = None
     backoff_jitter: Annotated[float, Meta(ge=0.0, le=1.0)] = 0.0
     partition_key: Name | None = None
+    timeout_seconds: Annotated[int, Meta(ge=1, le=limits.MAX_TIMEOUT_SECONDS, description="an attempt ends (timeout) this long after it starts")] | None = None
 
 
 class ClaimBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -268,8 +269,9 @@ class Logs(msgspec.Struct):
     lines: list[LogLineOut]
 
 
-class Error(msgspec.Struct):
+class Error(msgspec.Struct, omit_defaults=True):
     error: str
+    code: str | None = None  # which 409 a worker got: stale_lease, cancelled (the task), timeout (the attempt)
 
 
 # --- recurring jobs (cron) -----------------------------------------------------------------------

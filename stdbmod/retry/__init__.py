@@ -10,7 +10,19 @@ import threading
 from typing import Any
 
 from . import queries
-from .errors import GiveUp, InvalidArgument, InvalidTransition, NotAuthorized, RetryableError, RetryIn, Snooze, StaleLease, TaskNotFound
+from .errors import (
+    AttemptTimedOut,
+    GiveUp,
+    InvalidArgument,
+    InvalidTransition,
+    NotAuthorized,
+    RetryableError,
+    RetryIn,
+    Snooze,
+    StaleLease,
+    TaskCancelled,
+    TaskNotFound,
+)
 from .handlers import Handler, HandlerContext
 from .io_handlers import IoAttempt, IoHandlerContext
 from .limits import backoff_delay
@@ -66,6 +78,8 @@ __all__ = [
     "TaskNotFound",
     "InvalidTransition",
     "StaleLease",
+    "TaskCancelled",
+    "AttemptTimedOut",
     "InvalidArgument",
     "Task",
     "TaskStatus",

@@ -35,6 +35,21 @@ class StaleLease(SenderError):
     typically a worker whose lease expired and whose task was claimed again."""
 
     status_code = 409
+    code = "stale_lease"  # over HTTP, beside the message: a worker tells the 409s apart by it
+
+
+class TaskCancelled(InvalidTransition):
+    """heartbeat / complete / fail (or snooze) by the holder of an attempt an admin cancelled
+    while it ran: the task is dead (`cancelled`), and the worker should stop its work."""
+
+    code = "cancelled"
+
+
+class AttemptTimedOut(StaleLease):
+    """A report by the holder of an attempt that ran past its task's `timeout_seconds`: the
+    attempt has ended (the sweep records it as `timeout`), whatever the lease said."""
+
+    code = "timeout"
 
 
 class InvalidArgument(SenderError, ValueError):

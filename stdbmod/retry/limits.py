@@ -28,6 +28,7 @@ MAX_RETRY_DELAY_SECONDS = 30 * 86_400  # the doubling stops growing here (see ba
 PRIORITY_LIMIT = 2**31 - 1
 MAX_LEASE_SECONDS = 30 * 86_400
 MAX_TIMEOUT_SECONDS = 30 * 86_400  # a task's timeout_seconds
+MAX_TIMEOUT_SECONDS = 30 * 86_400  # a task's timeout_seconds
 MAX_HISTORY_CAP = 10_000_000
 MAX_CONCURRENCY = 1_000_000  # a queue's running tasks at once
 MAX_RATE_LIMIT = 100_000  # claims per rate window: bounds the claim_mark rows a queue keeps

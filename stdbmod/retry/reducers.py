@@ -28,7 +28,7 @@ from ..module import Module
 from ..runtime import ReducerContext
 from ..types import Identity
 from . import transitions
-from .errors import InvalidArgument, InvalidTransition, StaleLease, TaskNotFound
+from .errors import AttemptTimedOut, InvalidArgument, InvalidTransition, StaleLease, TaskCancelled, TaskNotFound
 from .handlers import run_handler_attempt
 from .limits import MAX_BATCH, MAX_HISTORY_CAP, MAX_LEASE_SECONDS, MAX_SNOOZE_SECONDS, check_batch, check_int, check_name
 from .queues import Limits, RetryQueue, next_allowed, set_limits, set_paused
@@ -38,6 +38,7 @@ from .tables import (
     DEFAULT_LEASE_SECONDS,
     AttemptTimer,
     Completion,
+    DeadReason,
     LeaseSweep,
     LeaseTimer,
     NewTask,
@@ -65,10 +66,16 @@ def held_task(ctx: ReducerContext, task_id: int, action: str, attempt: int | Non
     claim. The attempt fences processes that share one identity: a paused one's late report
     names an attempt that is no longer current."""
     task = find_task(ctx, task_id)
+    mine = attempt is None or attempt == task.attempts
+    if task.dead_reason is DeadReason.CANCELLED and task.lease_holder == ctx.sender and mine:
+        raise TaskCancelled(f"{action}: task {task_id} was cancelled by an admin while it ran; stop its work")
     if task.status is not TaskStatus.RUNNING:
         raise InvalidTransition(f"{action}: task {task_id} is {task.status.value}, not running")
-    if task.lease_holder != ctx.sender or (attempt is not None and attempt != task.attempts):
+    if task.lease_holder != ctx.sender or not mine:
         raise StaleLease(f"{action}: task {task_id} is leased to another claim (attempt {task.attempts}); yours is no longer current")
+    deadline = transitions.attempt_deadline(task)
+    if deadline is not None and ctx.timestamp >= deadline:
+        raise AttemptTimedOut(f"{action}: task {task_id}'s attempt ran past its timeout_seconds ({task.timeout_seconds} s); it has ended")
     return task
 
 
@@ -256,7 +263,8 @@ def declare_reducers(mod: Module, handlers: Handlers) -> None:
 
     @mod.reducer
     def cancel(ctx: ReducerContext, task_id: int, reason: str | None = None) -> Task:
-        """A queued task to dead/cancelled; `reason` goes to last_error."""
+        """A queued or running task to dead/cancelled; `reason` goes to last_error. A running
+        attempt ends (outcome `cancelled`) and its holder's next report is refused, TaskCancelled."""
         require_admin(ctx, "cancel")
         return transitions.cancel(ctx, find_task(ctx, task_id), reason)
 

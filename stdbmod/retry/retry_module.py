@@ -89,6 +89,7 @@ class RetryModule:
         max_backoff_seconds: int | None = None,
         backoff_jitter: float = 0.0,
         partition_key: str | None = None,
+        timeout_seconds: int | None = None,
     ) -> Task:
         """Add a task inside the calling reducer's transaction (no role check: the calling
         module decides who may do this). It exists only if that reducer commits. The options
@@ -96,7 +97,7 @@ class RetryModule:
         rctx = ctx.reducer_context if isinstance(ctx, HandlerContext) else ctx
         task = NewTask(
             job_type, queue, payload, max_attempts, backoff_seconds, run_after, priority, idempotency_key, max_backoff_seconds, backoff_jitter,
-            partition_key,
+            partition_key, timeout_seconds,
         )
         return transitions.create_task(rctx, self.handlers, transitions.checked(task))
 

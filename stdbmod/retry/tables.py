@@ -179,8 +179,9 @@ class NewTask(msgspec.Struct, forbid_unknown_fields=True):
     # appended (issue 17): backoff options; None / 0.0 keep seed 000's formula exactly
     max_backoff_seconds: int | None = None
     backoff_jitter: float = 0.0
-    # issue 16 (docs/retry.md, "The shape"): rate limits per partition
+    # issue 16 (docs/retry.md, "The shape"): rate limits per partition, a bound on each attempt
     partition_key: str | None = None
+    timeout_seconds: int | None = None
 
 
 class Completion(msgspec.Struct, forbid_unknown_fields=True):

@@ -6,7 +6,8 @@ alike by worker reducers, admin reducers, the in-module attempt runner and the l
     running --fail at max / GiveUp / fail retry=false--> dead (exhausted / gave_up / discarded)
     running --snooze--> queued (run_after = now + seconds, the attempt given back)
     queued --run_now--> queued, due now
-    queued --cancel--> dead (cancelled);  dead --requeue--> queued (attempts reset)
+    queued / running --cancel--> dead (cancelled);  dead --requeue--> queued (attempts reset)
+    running --lease ends at last_attempted_at + timeout_seconds--> queued or dead (outcome timeout)
 
 A task entering dead gets the fingerprint of its error (`died`), the dead-letter triage's key.
 """
@@ -30,6 +31,7 @@ from .limits import (
     MAX_ATTEMPTS_LIMIT,
     MAX_BACKOFF_SECONDS,
     MAX_SNOOZES,
+    MAX_TIMEOUT_SECONDS,
     PRIORITY_LIMIT,
     backoff_delay,
     check_fraction,
@@ -69,6 +71,7 @@ def checked(task: NewTask) -> NewTask:
         else check_int("max_backoff_seconds", task.max_backoff_seconds, 0, MAX_BACKOFF_SECONDS),
         backoff_jitter=check_fraction("backoff_jitter", task.backoff_jitter),
         partition_key=None if task.partition_key is None else check_name("partition_key", task.partition_key),
+        timeout_seconds=None if task.timeout_seconds is None else check_int("timeout_seconds", task.timeout_seconds, 1, MAX_TIMEOUT_SECONDS),
     )
 
 
@@ -118,7 +121,13 @@ def sweep_leases(ctx: ReducerContext, handlers: Handlers) -> None:
 
 
 def reap(ctx: ReducerContext, handlers: Handlers, task: Task) -> None:
-    """A lease ended with neither complete nor fail: the worker is presumed dead, the attempt failed."""
+    """A lease ended with neither complete nor fail: the worker is presumed dead, the attempt
+    failed. A lease that ended at the attempt's deadline (timeout_seconds) is a timeout."""
+    deadline = attempt_deadline(task)
+    if deadline is not None and task.lease_expires_at is not None and task.lease_expires_at >= deadline:
+        error = f"timeout: the attempt ran past its timeout_seconds ({task.timeout_seconds} s); worker {task.claimed_by}"
+        fail(ctx, handlers, task, error, Outcome.TIMEOUT, task.claimed_by or "?")
+        return
     expired = task.lease_expires_at.isoformat() if task.lease_expires_at else "?"
     error = f"lease expired at {expired}: worker {task.claimed_by} neither completed nor failed the task"
     fail(ctx, handlers, task, error, Outcome.LEASE_EXPIRED, task.claimed_by or "?")
@@ -160,6 +169,7 @@ def create_task(ctx: ReducerContext, handlers: Handlers, spec: NewTask, recurrin
             backoff_jitter=spec.backoff_jitter,
             recurring_id=recurring_id,
             partition_key=spec.partition_key,
+            timeout_seconds=spec.timeout_seconds,
         )
     )
     if in_module:
@@ -180,8 +190,23 @@ def start_attempt(ctx: ReducerContext, task: Task, **claim: Any) -> Task:
     return running
 
 
-def start_claim(ctx: ReducerContext, task: Task, worker_id: str, lease_seconds: int) -> Task:
+def attempt_deadline(task: Task) -> Timestamp | None:
+    """When a running attempt must end: its start plus the task's timeout_seconds (None: no bound)."""
+    if task.timeout_seconds is None or task.last_attempted_at is None:
+        return None
+    return task.last_attempted_at + TimeDuration.from_seconds(task.timeout_seconds)
+
+
+def _lease_end(ctx: ReducerContext, deadline: Timestamp | None, lease_seconds: int) -> Timestamp:
+    """A lease of `lease_seconds` from now, cut at the attempt's deadline: no lease or heartbeat
+    carries an attempt past its timeout, so the sweep ends it there."""
     expires = ctx.timestamp + TimeDuration.from_seconds(lease_seconds)
+    return expires if deadline is None else min(expires, deadline)
+
+
+def start_claim(ctx: ReducerContext, task: Task, worker_id: str, lease_seconds: int) -> Task:
+    deadline = None if task.timeout_seconds is None else ctx.timestamp + TimeDuration.from_seconds(task.timeout_seconds)
+    expires = _lease_end(ctx, deadline, lease_seconds)
     running = start_attempt(
         ctx, task, claimed_at=ctx.timestamp, claimed_by=worker_id, lease_holder=ctx.sender, lease_expires_at=expires
     )
@@ -191,7 +216,7 @@ def start_claim(ctx: ReducerContext, task: Task, worker_id: str, lease_seconds: 
 
 
 def extend_lease(ctx: ReducerContext, task: Task, lease_seconds: int) -> Task:
-    expires = ctx.timestamp + TimeDuration.from_seconds(lease_seconds)
+    expires = _lease_end(ctx, attempt_deadline(task), lease_seconds)
     extended = _replace(task, lease_expires_at=expires, updated_at=ctx.timestamp)
     ctx.db.task.id.update(extended)
     arm_sweep(ctx, expires)  # a shorter lease than the sweep's time moves it earlier
@@ -316,10 +341,16 @@ def requeue(ctx: ReducerContext, handlers: Handlers, task: Task, *, bulk: bool =
 
 
 def cancel(ctx: ReducerContext, task: Task, reason: str | None) -> Task:
-    if task.status is not TaskStatus.QUEUED:
-        raise InvalidTransition(f"task {task.id} is {task.status.value}; only a queued task can be cancelled")
+    """queued or running -> dead (cancelled). A running attempt ends with outcome `cancelled`;
+    its holder stays named in lease_holder (the lease itself is gone), so its next heartbeat,
+    complete or fail is told `TaskCancelled` rather than a plain 409."""
+    if task.status not in (TaskStatus.QUEUED, TaskStatus.RUNNING):
+        raise InvalidTransition(f"task {task.id} is {task.status.value}; only a queued or running task can be cancelled")
     now = ctx.timestamp
     dead = _replace(task, updated_at=now)
+    if task.status is TaskStatus.RUNNING:
+        _record(ctx, task, Outcome.CANCELLED, reason or "cancelled by an admin", task.claimed_by or "?")
+        dead = _replace(dead, lease_expires_at=None)
     if reason is not None:
         dead = _replace(dead, last_error=clip_error(reason))
     dead = died(dead, DeadReason.CANCELLED, now)

@@ -265,3 +265,15 @@ def test_each_table_cell_shows_its_own_column(invoke: Invoke, retry_dir: str, mo
         }
         for h in entries
     ]
+
+
+def test_cancel_a_running_task(invoke: Invoke, retry_dir: str) -> None:
+    invoke("call", "--data", retry_dir, "submit", '"long"')
+    invoke("call", "--data", retry_dir, "claim", "null", '"w1"')
+    cancelled = as_json(invoke("tasks", "cancel", "--data", retry_dir, "1", "--reason", "operator stop", "--json"))
+    assert (cancelled["status"], cancelled["dead_reason"], cancelled["last_error"]) == ("dead", "cancelled", "operator stop")
+    r = invoke("call", "--data", retry_dir, "complete", "1", code=1)
+    assert "was cancelled by an admin while it ran" in r.stderr
+    assert as_json(invoke("tasks", "history", "--data", retry_dir, "--json"))[0]["outcome"] == "cancelled"
+    r = invoke("tasks", "cancel", "--data", retry_dir, "1", code=1)
+    assert "only a queued or running task can be cancelled" in r.stderr

@@ -164,3 +164,24 @@ def test_pause_stops_every_claimer_within_one_claim(server: Server, tmp_path: Pa
         db.close()
     claimed_while_paused = [e for e in _claims_in_log(server.data) if e[2] != "release" and offsets["pause_queue"] < e[0] < offsets["resume_queue"]]
     assert claimed_while_paused == []
+
+
+def test_a_cancelled_running_jobs_worker_is_refused(server: Server) -> None:
+    roles = Roles.create(server.base, server.owner_token())
+    queue = fresh_queue()
+    with Jobs(server.base, roles.worker) as worker, Jobs(server.base, roles.admin) as admin:
+        job = worker.enqueue("render", queue=queue, timeout_seconds=600)
+        claimed = worker.claim(queue, lease_seconds=3600)["job"]
+        assert claimed["lease_expires_at"] == claimed["claimed_at"] + 600_000  # the lease stops at the timeout
+        cancelled = admin.ok("POST", f"/jobs/{job['id']}/cancel", {"reason": "customer left"})
+        assert (cancelled["status"], cancelled["dead_reason"]) == ("dead", "cancelled")
+        for action, body in (("heartbeat", {}), ("complete", {"result": 1}), ("fail", {"error": "x"})):
+            r = worker.request("POST", f"/jobs/{job['id']}/{action}", body)
+            assert r.status_code == 409 and r.json()["code"] == "cancelled", (action, r.text)
+        history = admin.ok("GET", "/history", limit=1)["items"]
+        assert (history[0]["task_id"], history[0]["outcome"], history[0]["error"]) == (job["id"], "cancelled", "customer left")
+        # another worker's stale report is the ordinary 409
+        other = worker.enqueue("render", queue=queue)
+        worker.claim(queue)
+        r = admin.request("POST", f"/jobs/{other['id']}/complete", {})
+        assert r.status_code == 409 and r.json()["code"] == "stale_lease"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stdbmod import Identity, Timestamp
-from stdbmod.retry import InvalidArgument, InvalidTransition, NotAuthorized, StaleLease, TaskNotFound
+from stdbmod.retry import AttemptTimedOut, InvalidArgument, InvalidTransition, NotAuthorized, StaleLease, TaskCancelled, TaskNotFound
 from stdbmod.retry.cron import expression, instants_after, next_after, time_zone
 from stdbmod.retry.fingerprint import fingerprint
 from stdbmod.retry.limits import MAX_SNOOZES
@@ -59,6 +59,11 @@ class MTask:
     hold: bool = False
     partition: str | None = None
     recurring_id: int | None = None
+    timeout: int | None = None
+    started: int | None = None  # when the current (or last) attempt started
+
+    def deadline(self) -> int | None:
+        return None if self.timeout is None or self.started is None else self.started + self.timeout * S
 
 
 @dataclass
@@ -202,29 +207,35 @@ class Model:
 
     def _held(self, who: Identity, task_id: int, attempt: int | None = None) -> MTask:
         t = self._task(task_id)
+        mine = attempt is None or attempt == t.attempts
+        if t.dead_reason == "cancelled" and t.lease_holder == who and mine:
+            raise Refused(TaskCancelled)
         if t.status != "running":
             raise Refused(InvalidTransition)
-        if t.lease_holder != who or (attempt is not None and attempt != t.attempts):
+        if t.lease_holder != who or not mine:
             raise Refused(StaleLease)
+        deadline = t.deadline()
+        if deadline is not None and self.now >= deadline:
+            raise Refused(AttemptTimedOut)
         return t
 
     # --- worker reducers -------------------------------------------------------------------------
 
     def create(self, who: Identity | None, role: str, job_type: str, queue: str, payload: Any, max_attempts: int,
                backoff: int, priority: int, delay: int, idem: str | None, max_backoff: int | None = None,
-               jitter: float = 0.0, partition: str | None = None) -> MTask:  # fmt: skip
+               jitter: float = 0.0, partition: str | None = None, timeout: int | None = None) -> MTask:  # fmt: skip
         if role == "admin":
             self._admin(who)  # type: ignore[arg-type]
         elif role == "worker":
             self._worker(who)  # type: ignore[arg-type]
-        if max_attempts < 1 or (max_backoff is not None and max_backoff < 0) or not 0 <= jitter <= 1:
+        if max_attempts < 1 or (max_backoff is not None and max_backoff < 0) or not 0 <= jitter <= 1 or (timeout is not None and timeout < 1):
             raise Refused(InvalidArgument)
         for t in self.tasks.values():
             if idem is not None and t.idem == idem:
                 return t
         t = MTask(self._next("task"), job_type, queue, payload, max_attempts, backoff, priority,
                   self.now + delay * S, self._handled(job_type), idem, max_backoff=max_backoff, jitter=jitter,
-                  partition=partition)  # fmt: skip
+                  partition=partition, timeout=timeout)  # fmt: skip
         self.tasks[t.id] = t
         if t.in_module:
             self._arm(t)
@@ -237,16 +248,20 @@ class Model:
             return None
         self._note_claim(t)
         seconds = self.default_lease if lease is None else lease
-        t.status, t.attempts = "running", t.attempts + 1
-        t.lease_holder, t.lease_expires = who, self.now + seconds * S
+        t.status, t.attempts, t.started = "running", t.attempts + 1, self.now
+        t.lease_holder, t.lease_expires = who, self._lease_end(t, seconds)
         t.claimed_by = who.to_hex() if worker_id is None else worker_id
         self._arm_sweep(t.lease_expires)
         return t
 
+    def _lease_end(self, t: MTask, seconds: int) -> int:
+        deadline = t.deadline()
+        return self.now + seconds * S if deadline is None else min(self.now + seconds * S, deadline)
+
     def heartbeat(self, who: Identity, task_id: int, lease: int | None) -> MTask:
         self._worker(who)
         t = self._held(who, task_id)
-        t.lease_expires = self.now + (self.default_lease if lease is None else lease) * S
+        t.lease_expires = self._lease_end(t, self.default_lease if lease is None else lease)
         self._arm_sweep(t.lease_expires)
         return t
 
@@ -358,7 +373,7 @@ class Model:
 
     def _requeue(self, t: MTask, bulk: bool) -> None:
         t.status, t.dead_reason, t.attempts, t.run_after, t.finished_at = "queued", None, 0, self.now, None
-        t.snoozes, t.hold = 0, False
+        t.snoozes, t.hold, t.lease_holder = 0, False, None
         if not bulk:  # a bulk requeue keeps the fingerprint: dying again alike holds the task
             t.fingerprint = None
         t.in_module = self._handled(t.job_type)
@@ -395,8 +410,11 @@ class Model:
     def cancel(self, who: Identity, task_id: int, reason: str | None) -> MTask:
         self._admin(who)
         t = self._task(task_id)
-        if t.status != "queued":
+        if t.status not in ("queued", "running"):
             raise Refused(InvalidTransition)
+        if t.status == "running":  # the attempt ends; its holder stays named, to be told
+            self._record(t, "cancelled", t.claimed_by or "?")
+            t.lease_expires = None
         if reason is not None:
             t.last_error = reason
         self._die(t, "cancelled")
@@ -476,6 +494,11 @@ class Model:
         for expires, tid in leased:
             if expires <= self.now:
                 t = self.tasks[tid]
+                deadline = t.deadline()
+                if deadline is not None and expires >= deadline:
+                    error = f"timeout: the attempt ran past its timeout_seconds ({t.timeout} s); worker {t.claimed_by}"
+                    self._fail(t, error, "timeout", t.claimed_by or "?")
+                    continue
                 error = f"lease expired at {Timestamp(expires).isoformat()}: worker {t.claimed_by} neither completed nor failed the task"
                 self._fail(t, error, "lease_expired", t.claimed_by or "?")
         upcoming = next((e for e, _ in leased if e > self.now), None)

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from stdbmod import Database, Identity, ManualClock, Module, PrimaryKey, Range, ReducerContext, SenderError, TimeDuration
+from stdbmod import Database, Identity, ManualClock, Module, PrimaryKey, Range, ReducerContext, SenderError, TimeDuration, Timestamp
 from stdbmod.retry import (
     Completion,
     GiveUp,
@@ -88,11 +88,11 @@ def handler(ctx: HandlerContext, payload: Any) -> Any:
 
 @APP.reducer
 def user_enqueue(ctx: ReducerContext, job_type: str, queue: str, payload: Any, max_attempts: int, backoff: int,
-                 priority: int, delay: int, idem: str | None, partition: str | None, fail: bool) -> Task:  # fmt: skip
+                 priority: int, delay: int, idem: str | None, partition: str | None, timeout: int | None, fail: bool) -> Task:  # fmt: skip
     """Another module's reducer: enqueues in its own transaction, with no role check."""
     task = RM.enqueue_in(ctx, job_type, payload, queue=queue, max_attempts=max_attempts, backoff_seconds=backoff,
                          priority=priority, run_after=ctx.timestamp + TimeDuration(delay * S), idempotency_key=idem,
-                         partition_key=partition)  # fmt: skip
+                         partition_key=partition, timeout_seconds=timeout)  # fmt: skip
     if fail:
         raise SenderError("the caller's own check failed after enqueueing")
     return task
@@ -113,6 +113,7 @@ task_args: dict[str, Any] = {  # strategies, spread into rules (Any: mypy cannot
     "delay": st.sampled_from([0, 0, 5, 100]),
     "idem": st.none() | st.sampled_from(["k1", "k2", "k3"]),
     "partition": st.sampled_from([None, None, "p1", "p2"]),
+    "timeout": st.sampled_from([None, None, None, 5, 30, 0]),  # 0 is refused
 }
 backoff_options: dict[str, Any] = {  # the backoff options: a cap, jitter drawn from ctx.rng
     "max_backoff": st.sampled_from([None, None, 0, 15, 100, -1]),  # -1 is refused
@@ -132,7 +133,7 @@ def same_task(real: Task, m: MTask) -> None:
     assert (real.max_backoff_seconds, real.backoff_jitter, real.snoozes) == (m.max_backoff, m.jitter, m.snoozes), (real, m)
     assert (real.error_fingerprint, real.triage_hold) == (m.fingerprint, m.hold), (real, m)
     assert real.recurring_id == m.recurring_id, (real, m)
-    assert real.partition_key == m.partition, (real, m)
+    assert (real.partition_key, real.timeout_seconds) == (m.partition, m.timeout), (real, m)
     if m.last_error == CRASH:
         assert real.last_error is not None and real.last_error.startswith("Traceback") and "RuntimeError: crash" in real.last_error
     else:
@@ -228,26 +229,27 @@ class RetryMachine(RuleBasedStateMachine):
     @initialize(tasks=st.lists(st.tuples(task_args["job_type"], task_args["queue"], task_args["priority"], task_args["plan"]), max_size=4))
     def some_tasks(self, tasks: list[tuple[str, str, int, list[str]]]) -> None:
         for job_type, queue, priority, plan in tasks:
-            self.submit_or_enqueue(0, True, job_type, queue, plan, 3, 10, priority, 0, None, None)
+            self.submit_or_enqueue(0, True, job_type, queue, plan, 3, 10, priority, 0, None, None, None)
 
     @rule(who=who_st, as_admin=st.booleans(), **task_args, **backoff_options)
     def submit_or_enqueue(self, who: int, as_admin: bool, job_type: str, queue: str, plan: list[str], max_attempts: int,
-                          backoff: int, priority: int, delay: int, idem: str | None, partition: str | None,
+                          backoff: int, priority: int, delay: int, idem: str | None, partition: str | None, timeout: int | None,
                           max_backoff: int | None = None, jitter: float = 0.0) -> None:  # fmt: skip
         payload = {"plan": plan}
         run_after = self.clock.now() + TimeDuration(delay * S)
         role, reducer = ("admin", "submit") if as_admin else ("worker", "enqueue")
         self.both(
             lambda: self.model.create(IDS[who], role, job_type, queue, payload, max_attempts, backoff, priority, delay, idem, max_backoff, jitter,
-                                      partition),
+                                      partition, timeout),
             lambda: self.db.call(reducer, job_type, queue, payload, max_attempts, backoff, run_after, priority, idem, max_backoff, jitter,
-                                 partition, sender=IDS[who]),
+                                 partition, timeout, sender=IDS[who]),
         )
 
     @rule(who=who_st, fail=st.booleans(), **task_args)
     def enqueue_from_another_module(self, who: int, fail: bool, job_type: str, queue: str, plan: list[str], max_attempts: int,
-                                    backoff: int, priority: int, delay: int, idem: str | None, partition: str | None) -> None:  # fmt: skip
-        args = (job_type, queue, {"plan": plan}, max(max_attempts, 1), backoff, priority, delay, idem, partition)
+                                    backoff: int, priority: int, delay: int, idem: str | None, partition: str | None,
+                                    timeout: int | None) -> None:  # fmt: skip
+        args = (job_type, queue, {"plan": plan}, max(max_attempts, 1), backoff, priority, delay, idem, partition, timeout or None)
         if fail:
             before = self.db.state_hash()
             try:
@@ -259,7 +261,7 @@ class RetryMachine(RuleBasedStateMachine):
             assert self.db.state_hash() == before
         else:
             self.both(
-                lambda: self.model.create(None, "none", *args[:-1], partition=partition),
+                lambda: self.model.create(None, "none", *args[:-2], partition=partition, timeout=timeout or None),
                 lambda: self.db.call("user_enqueue", *args, False, sender=IDS[who]),
             )
 
@@ -397,8 +399,8 @@ class RetryMachine(RuleBasedStateMachine):
             tid = self.pick(ref, "queued" if fit else None)
             self.both(lambda: self.model.run_now(me, tid), lambda: self.db.call("run_now", tid, sender=me))
             return
-        if action == "cancel":
-            tid = self.pick(ref, "queued" if fit else None)
+        if action == "cancel":  # a queued or a running one
+            tid = self.pick(ref, ("queued", "running")[ref % 2] if fit else None)
             self.both(lambda: self.model.cancel(me, tid, reason), lambda: self.db.call("cancel", tid, reason, sender=me))
             return
         tid = self.pick(ref, "dead" if fit else None)
@@ -484,6 +486,34 @@ class RetryMachine(RuleBasedStateMachine):
             same_task(got, expected)
         elif isinstance(expected, MRecurring):
             self.same_entry(got, expected)
+
+    @precondition(lambda self: self.anything_running())
+    @rule(ref=st.integers(0, 100), who=who_st, reason=st.sampled_from([None, "stop it"]))
+    def cancel_running(self, ref: int, who: int, reason: str | None) -> None:
+        """An admin cancels a running task: its holder's next report is refused (TaskCancelled)."""
+        tid = self.pick(ref, "running")
+        holder = self.model.tasks[tid].lease_holder
+        assert holder is not None
+        self.both(lambda: self.model.cancel(IDS[who], tid, reason), lambda: self.db.call("cancel", tid, reason, sender=IDS[who]))
+        self.both(lambda: self.model.heartbeat(holder, tid, None), lambda: self.db.call("heartbeat", tid, sender=holder))
+
+    @precondition(lambda self: any(t.status == "running" and t.timeout for t in self.model.tasks.values()))
+    @rule(ref=st.integers(0, 100), report=st.sampled_from(["heartbeat", "complete", "fail"]))
+    def report_at_the_deadline(self, ref: int, report: str) -> None:
+        """The clock reaches a running attempt's deadline before the sweep fires: its holder's
+        report is refused (AttemptTimedOut), and the sweep then ends the attempt as a timeout."""
+        timed = sorted(t.id for t in self.model.tasks.values() if t.status == "running" and t.timeout)
+        t = self.model.tasks[timed[ref % len(timed)]]
+        deadline, holder = t.deadline(), t.lease_holder
+        assert deadline is not None and holder is not None
+        self.clock.set(max(Timestamp(deadline), self.clock.now()))
+        self.model.now = self.clock.now().micros
+        if report == "heartbeat":
+            self.both(lambda: self.model.heartbeat(holder, t.id, None), lambda: self.db.call("heartbeat", t.id, sender=holder))
+        elif report == "complete":
+            self.both(lambda: self.model.complete(holder, t.id, None), lambda: self.db.call("complete", t.id, sender=holder))
+        else:
+            self.both(lambda: self.model.fail(holder, t.id, "late"), lambda: self.db.call("fail", t.id, "late", sender=holder))
 
     @rule(who=who_st, other=who_st, action=st.sampled_from(["add_admin", "remove_admin", "grant_worker", "revoke_worker"]))
     def roles(self, who: int, other: int, action: str) -> None:
