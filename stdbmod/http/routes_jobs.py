@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..retry import Completion, NewTask, limits, queries
+from ..retry import Completion, NewTask, TaskStatus, UniqueSpec, limits, queries
 from ..types import Identity, Timestamp
 from . import inputs, render, wire
 from .context import ServerContext
@@ -65,6 +65,9 @@ def _run_after(value: int | str | None) -> Timestamp | None:
 def _new_task(b: wire.EnqueueBody) -> NewTask:
     fields = msgspec.structs.asdict(b)
     fields["run_after"] = _run_after(b.run_after)
+    if b.unique is not None:
+        u = b.unique
+        fields["unique"] = UniqueSpec(u.fields, u.period_seconds, None if u.states is None else [TaskStatus(s) for s in u.states])
     return NewTask(**fields)
 
 
@@ -82,8 +85,11 @@ async def _write(ctx: ServerContext, reducer: str, *args: Any, sender: Identity)
 async def enqueue(ctx: ServerContext, request: Request) -> Response:
     caller = ctx.caller(request)
     b = await inputs.body(request, wire.EnqueueBody, ctx.body_limit)
-    task = await _write(ctx, "enqueue", _new_task(b), sender=caller)
-    return json_response(render.job(task))
+    if b.unique is None:  # seed 000's enqueue, the reducer its commit-log readers expect
+        return json_response(render.job(await _write(ctx, "enqueue", _new_task(b), sender=caller)))
+    added = await _write(ctx, "enqueue_unique", _new_task(b), sender=caller)
+    job = render.job(added.task)
+    return json_response(wire.EnqueuedJob(**msgspec.structs.asdict(job), duplicate=added.duplicate))
 
 
 async def list_jobs(ctx: ServerContext, request: Request) -> Response:
@@ -230,7 +236,8 @@ _Q = PREFIX + "/queues/{queue}"
 _WORKER = (400, 403, 404, 409, 413)
 
 ENDPOINTS = [
-    Endpoint("POST", _J, enqueue, "Enqueue a job", "jobs", "worker", response=wire.Job, body=wire.EnqueueBody, body_required=True, errors=(400, 403, 409, 413)),
+    Endpoint("POST", _J, enqueue, "Enqueue a job (with `unique`: or get the one already there, and `duplicate` says so)", "jobs", "worker",
+             response=wire.EnqueuedJob, body=wire.EnqueueBody, body_required=True, errors=(400, 403, 409, 413)),
     Endpoint("GET", _J, list_jobs, "List jobs, filtered and paginated (admin)", "jobs", "admin",
              response=wire.JobPage, query=wire.ListQuery, errors=(400, 403)),
     Endpoint("POST", _J + "/claim", claim, "Claim the next ready job (atomic queued -> running, with a lease)", "jobs", "worker",
@@ -252,7 +259,7 @@ ENDPOINTS = [
              response=wire.Job, body=wire.NoBody, errors=_WORKER),
     Endpoint("POST", _ID + "/heartbeat", heartbeat, "Extend the lease (lease holder only)", "jobs", "worker",
              response=wire.Job, body=wire.HeartbeatBody, errors=_WORKER),
-    Endpoint("POST", _ID + "/cancel", cancel, "Cancel a queued or running job: it goes to the dead-letter tier; a running one's worker is refused from then on (admin)", "jobs", "admin",
+    Endpoint("POST", _ID + "/cancel", cancel, "Cancel a queued or running job (a running one's worker is refused from then on) (admin)", "jobs", "admin",
              response=wire.Job, body=wire.CancelBody, errors=_WORKER),
     Endpoint("GET", PREFIX + "/dlq", dead_letter, "List the dead-letter tier (admin)", "jobs", "admin",
              response=wire.JobPage, query=wire.DlqQuery, errors=(400, 403)),

@@ -27,6 +27,18 @@ DeadReason = Literal["exhausted", "gave_up", "cancelled", "discarded"]
 # --- job routes: request bodies ------------------------------------------------------------------
 
 
+class UniqueBody(msgspec.Struct, forbid_unknown_fields=True):
+    """The retry module's `UniqueSpec`: the job already enqueued with the same `fields` in one of
+    `states` within the last `period_seconds` (null: ever) comes back instead of a new one."""
+
+    fields: Annotated[
+        list[Annotated[str, Meta(min_length=1, max_length=limits.MAX_NAME_CHARS + 8, description="job_type, queue, payload, partition_key or payload.NAME")]],
+        Meta(min_length=1, max_length=8),
+    ] = msgspec.field(default_factory=lambda: ["job_type", "queue", "payload"])
+    period_seconds: Annotated[int, Meta(ge=1, le=limits.MAX_UNIQUE_PERIOD_SECONDS)] | None = None
+    states: Annotated[list[Status], Meta(min_length=1, max_length=4)] | None = None
+
+
 class EnqueueBody(msgspec.Struct, forbid_unknown_fields=True):
     """The retry module's `NewTask` as JSON: the same fields in the same order (a test holds
     them in step), with the limits' bounds, and `run_after` as epoch milliseconds or RFC 3339."""
@@ -43,6 +55,7 @@ class EnqueueBody(msgspec.Struct, forbid_unknown_fields=True):
     backoff_jitter: Annotated[float, Meta(ge=0.0, le=1.0)] = 0.0
     partition_key: Name | None = None
     timeout_seconds: Annotated[int, Meta(ge=1, le=limits.MAX_TIMEOUT_SECONDS, description="an attempt ends (timeout) this long after it starts")] | None = None
+    unique: UniqueBody | None = None
 
 
 class ClaimBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -177,6 +190,13 @@ class Job(msgspec.Struct):
     error_fingerprint: str | None
     triage_hold: bool
     recurring_id: int | None
+
+
+class EnqueuedJob(Job, omit_defaults=True):
+    """The job an enqueue added, or, with `unique` in the body, the one that already existed:
+    then `duplicate` says which."""
+
+    duplicate: bool | None = None
 
 
 class Claim(msgspec.Struct, omit_defaults=True):

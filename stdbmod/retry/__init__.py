@@ -33,6 +33,7 @@ from .tables import (
     AttemptTimer,
     Completion,
     DeadReason,
+    Enqueued,
     LeaseSweep,
     LeaseTimer,
     NewTask,
@@ -42,6 +43,7 @@ from .tables import (
     RetryWorker,
     Task,
     TaskStatus,
+    UniqueSpec,
 )
 
 _default: RetryModule | None = None
@@ -93,6 +95,8 @@ __all__ = [
     "LeaseSweep",
     "LeaseTimer",
     "NewTask",
+    "UniqueSpec",
+    "Enqueued",
     "Completion",
     "Page",
     "queries",

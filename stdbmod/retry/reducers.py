@@ -39,6 +39,7 @@ from .tables import (
     AttemptTimer,
     Completion,
     DeadReason,
+    Enqueued,
     LeaseSweep,
     LeaseTimer,
     NewTask,
@@ -136,6 +137,14 @@ def declare_reducers(mod: Module, handlers: Handlers) -> None:
         """Add a task (worker role or admin). The same idempotency key returns the first task."""
         require_worker(ctx, "enqueue")
         return transitions.create_task(ctx, handlers, transitions.checked(task))
+
+    @mod.reducer(spread=True)
+    def enqueue_unique(ctx: ReducerContext, task: NewTask) -> Enqueued:
+        """`enqueue`, answering whether the task already existed (its unique key inside the
+        window, or its idempotency key) instead of being added (worker role or admin)."""
+        require_worker(ctx, "enqueue_unique")
+        found, duplicate = transitions.create_or_existing(ctx, handlers, transitions.checked(task))
+        return Enqueued(found, duplicate)
 
     @mod.reducer
     def claim(ctx: ReducerContext, queue: str | None = None, worker_id: str | None = None, lease_seconds: int | None = None) -> Task | None:

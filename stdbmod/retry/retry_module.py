@@ -26,7 +26,7 @@ from .limits import MAX_LEASE_SECONDS, check_int, check_name
 from .recurring import declare_recurring_reducers, declare_recurring_tables
 from .reducers import declare_reducers
 from .roles import is_admin, is_worker
-from .tables import NewTask, Task, declare_tables
+from .tables import NewTask, Task, UniqueSpec, declare_tables
 from .triage import declare_triage_reducers, declare_triage_tables
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -90,6 +90,7 @@ class RetryModule:
         backoff_jitter: float = 0.0,
         partition_key: str | None = None,
         timeout_seconds: int | None = None,
+        unique: UniqueSpec | None = None,
     ) -> Task:
         """Add a task inside the calling reducer's transaction (no role check: the calling
         module decides who may do this). It exists only if that reducer commits. The options
@@ -97,7 +98,7 @@ class RetryModule:
         rctx = ctx.reducer_context if isinstance(ctx, HandlerContext) else ctx
         task = NewTask(
             job_type, queue, payload, max_attempts, backoff_seconds, run_after, priority, idempotency_key, max_backoff_seconds, backoff_jitter,
-            partition_key, timeout_seconds,
+            partition_key, timeout_seconds, unique,
         )
         return transitions.create_task(rctx, self.handlers, transitions.checked(task))
 

@@ -162,6 +162,23 @@ class LeaseTimer(msgspec.Struct):
 # --- what the reducers take ------------------------------------------------------------------------
 
 
+class UniqueSpec(msgspec.Struct, forbid_unknown_fields=True):
+    """Unique jobs over a window (issue 16): an enqueue returns the task that already has the
+    same key (`fields`' values) in one of `states`, created within the last `period_seconds`
+    (None: any age), instead of adding one. unique.py checks and applies it."""
+
+    fields: list[str] = msgspec.field(default_factory=lambda: ["job_type", "queue", "payload"])
+    period_seconds: int | None = None
+    states: list[TaskStatus] | None = None  # None: queued, running, completed
+
+
+class Enqueued(msgspec.Struct):
+    """What `enqueue_unique` answers: the task, and whether it already existed."""
+
+    task: Task
+    duplicate: bool
+
+
 class NewTask(msgspec.Struct, forbid_unknown_fields=True):
     """A task to add: the enqueue options, spelled here once. `enqueue` and `submit` take these
     fields as their arguments (in this order, with these defaults), `enqueue_many` a list of
@@ -182,6 +199,7 @@ class NewTask(msgspec.Struct, forbid_unknown_fields=True):
     # issue 16 (docs/retry.md, "The shape"): rate limits per partition, a bound on each attempt
     partition_key: str | None = None
     timeout_seconds: int | None = None
+    unique: UniqueSpec | None = None
 
 
 class Completion(msgspec.Struct, forbid_unknown_fields=True):

@@ -42,6 +42,7 @@ from .limits import (
 )
 from .queues import note_claim
 from .tables import Attempt, AttemptTimer, DeadReason, LeaseSweep, NewTask, Outcome, Task, TaskStatus, settings_of
+from .unique import checked_unique, existing, unique_key
 
 Handlers = Mapping[str, Callable[..., Any]]
 _replace = msgspec.structs.replace
@@ -72,6 +73,7 @@ def checked(task: NewTask) -> NewTask:
         backoff_jitter=check_fraction("backoff_jitter", task.backoff_jitter),
         partition_key=None if task.partition_key is None else check_name("partition_key", task.partition_key),
         timeout_seconds=None if task.timeout_seconds is None else check_int("timeout_seconds", task.timeout_seconds, 1, MAX_TIMEOUT_SECONDS),
+        unique=None if task.unique is None else checked_unique(task.unique),
     )
 
 
@@ -138,11 +140,22 @@ def reap(ctx: ReducerContext, handlers: Handlers, task: Task) -> None:
 
 def create_task(ctx: ReducerContext, handlers: Handlers, spec: NewTask, recurring_id: int | None = None) -> Task:
     """Insert a queued task from a `checked` spec (or return the one already holding its
-    idempotency key). A job type with a handler gets its first attempt scheduled at run_after:
-    at once, by default."""
+    idempotency key, or its unique key inside the window). A job type with a handler gets its
+    first attempt scheduled at run_after: at once, by default."""
+    return create_or_existing(ctx, handlers, spec, recurring_id)[0]
+
+
+def create_or_existing(ctx: ReducerContext, handlers: Handlers, spec: NewTask, recurring_id: int | None = None) -> tuple[Task, bool]:
+    """`create_task`, saying whether the task already existed (a duplicate)."""
     if spec.idempotency_key is not None:
-        for existing in ctx.db.task.idempotency_key.filter(spec.idempotency_key):
-            return existing  # type: ignore[no-any-return]
+        for found in ctx.db.task.idempotency_key.filter(spec.idempotency_key):
+            return found, True
+    key = None
+    if spec.unique is not None:
+        key = unique_key(spec, spec.unique)
+        duplicate = existing(ctx, key, spec.unique)
+        if duplicate is not None:
+            return duplicate, True
     queue, max_attempts, backoff = spec.queue, spec.max_attempts, spec.backoff_seconds
     assert queue is not None and max_attempts is not None and backoff is not None  # checked() filled them in
     now = ctx.timestamp
@@ -170,11 +183,12 @@ def create_task(ctx: ReducerContext, handlers: Handlers, spec: NewTask, recurrin
             recurring_id=recurring_id,
             partition_key=spec.partition_key,
             timeout_seconds=spec.timeout_seconds,
+            unique_key=key,
         )
     )
     if in_module:
         arm_attempt(ctx, task)
-    return task
+    return task, False
 
 
 # --- attempts ----------------------------------------------------------------------------------------

@@ -1,14 +1,17 @@
 """Queue control over real HTTP, with claimer processes: a queue's concurrency and rate limits
 hold across every worker (checked from the commit log, the order the writer committed), and a
-pause stops every claimer within one claim."""
+pause stops every claimer within one claim; a cancelled running job's worker is refused; eight
+concurrent identical unique enqueues make one job."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +188,33 @@ def test_a_cancelled_running_jobs_worker_is_refused(server: Server) -> None:
         worker.claim(queue)
         r = admin.request("POST", f"/jobs/{other['id']}/complete", {})
         assert r.status_code == 409 and r.json()["code"] == "stale_lease"
+
+
+def test_eight_concurrent_identical_unique_enqueues_make_one_job(server: Server) -> None:
+    roles = Roles.create(server.base, server.owner_token())
+    queue = fresh_queue()
+    body = {"job_type": "sync_account", "queue": queue, "payload": {"account": 42, "full": True},
+            "unique": {"fields": ["job_type", "queue", "payload"], "period_seconds": 3600}}  # fmt: skip
+    start = threading.Barrier(8)
+
+    def enqueue(_: int) -> dict[str, Any]:
+        with Jobs(server.base, roles.worker) as jobs:
+            start.wait(30)
+            answer: dict[str, Any] = jobs.ok("POST", "/jobs", body)
+            return answer
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(enqueue, range(8)))
+    assert len({a["id"] for a in answers}) == 1
+    assert sorted(a["duplicate"] for a in answers) == [False] + [True] * 7
+    with Jobs(server.base, roles.admin) as admin:
+        assert admin.ok("GET", "/jobs", queue=queue)["total"] == 1
+        # the same payload with its keys in another order is the same job; another payload is not
+        again = admin.ok("POST", "/jobs", {**body, "payload": {"full": True, "account": 42}})
+        assert again["duplicate"] is True and again["id"] == answers[0]["id"]
+        other = admin.ok("POST", "/jobs", {**body, "payload": {"account": 43, "full": True}})
+        assert other["duplicate"] is False
+        plain = admin.ok("POST", "/jobs", {"job_type": "sync_account", "queue": queue})
+        assert "duplicate" not in plain  # seed 000's answer, unchanged without `unique`
+        bad = admin.request("POST", "/jobs", {**body, "unique": {"fields": ["colour"]}})
+        assert bad.status_code == 400 and "unique.fields" in bad.json()["error"]

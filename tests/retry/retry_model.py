@@ -8,6 +8,7 @@ raises `Refused(error class)` before changing anything.
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +62,8 @@ class MTask:
     recurring_id: int | None = None
     timeout: int | None = None
     started: int | None = None  # when the current (or last) attempt started
+    ukey: tuple[Any, ...] | None = None  # the unique key: the named fields' values
+    created: int = 0
 
     def deadline(self) -> int | None:
         return None if self.timeout is None or self.started is None else self.started + self.timeout * S
@@ -127,6 +130,7 @@ class Model:
     recurring: dict[int, MRecurring] = field(default_factory=dict)
     recurring_timers: dict[int, tuple[int, int]] = field(default_factory=dict)  # entry -> (due, id)
     marks: list[tuple[int, str, str | None, int]] = field(default_factory=list)  # (id, queue, partition, at)
+    duplicate: bool = False  # whether the last create returned a task that existed
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -223,19 +227,41 @@ class Model:
 
     def create(self, who: Identity | None, role: str, job_type: str, queue: str, payload: Any, max_attempts: int,
                backoff: int, priority: int, delay: int, idem: str | None, max_backoff: int | None = None,
-               jitter: float = 0.0, partition: str | None = None, timeout: int | None = None) -> MTask:  # fmt: skip
+               jitter: float = 0.0, partition: str | None = None, timeout: int | None = None,
+               unique: tuple[list[str], int | None, list[str] | None] | None = None) -> MTask:  # fmt: skip
         if role == "admin":
             self._admin(who)  # type: ignore[arg-type]
         elif role == "worker":
             self._worker(who)  # type: ignore[arg-type]
         if max_attempts < 1 or (max_backoff is not None and max_backoff < 0) or not 0 <= jitter <= 1 or (timeout is not None and timeout < 1):
             raise Refused(InvalidArgument)
+        if unique is not None:
+            fields, period, states = unique
+            allowed = ("job_type", "queue", "payload", "partition_key")
+            if not fields or any(f not in allowed and not f.startswith("payload.") for f in fields) or (period is not None and period < 1):
+                raise Refused(InvalidArgument)
+            if states is not None and not states:
+                raise Refused(InvalidArgument)
+        self.duplicate = True
         for t in self.tasks.values():
             if idem is not None and t.idem == idem:
                 return t
+        ukey = None
+        if unique is not None:
+            fields, period, states = unique
+            named = {"job_type": job_type, "queue": queue, "payload": payload, "partition_key": partition}
+            ukey = tuple((f, json.dumps(named[f] if f in named else (payload or {}).get(f[8:]), sort_keys=True)) for f in sorted(set(fields)))
+            for t in sorted(self.tasks.values(), key=lambda t: -t.id):
+                if t.ukey != ukey:
+                    continue
+                if period is not None and t.created <= self.now - period * S:
+                    break
+                if t.status in (states or ["queued", "running", "completed"]):
+                    return t
+        self.duplicate = False
         t = MTask(self._next("task"), job_type, queue, payload, max_attempts, backoff, priority,
                   self.now + delay * S, self._handled(job_type), idem, max_backoff=max_backoff, jitter=jitter,
-                  partition=partition, timeout=timeout)  # fmt: skip
+                  partition=partition, timeout=timeout, ukey=ukey, created=self.now)  # fmt: skip
         self.tasks[t.id] = t
         if t.in_module:
             self._arm(t)

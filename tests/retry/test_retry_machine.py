@@ -39,6 +39,7 @@ from stdbmod.retry import (
     Snooze,
     Task,
     TaskStatus,
+    UniqueSpec,
     create_retry_module,
     queries,
 )
@@ -114,6 +115,10 @@ task_args: dict[str, Any] = {  # strategies, spread into rules (Any: mypy cannot
     "idem": st.none() | st.sampled_from(["k1", "k2", "k3"]),
     "partition": st.sampled_from([None, None, "p1", "p2"]),
     "timeout": st.sampled_from([None, None, None, 5, 30, 0]),  # 0 is refused
+    # unique specs as (fields, period, states); the last two are refused
+    "unique": st.sampled_from([None, None, None, (["job_type", "queue", "payload"], None, None), (["job_type"], 30, None),
+                               (["job_type", "queue"], None, ["queued"]), (["payload.plan", "partition_key"], 100, ["queued", "running"]),
+                               ([], None, None), (["job_type"], None, [])]),
 }
 backoff_options: dict[str, Any] = {  # the backoff options: a cap, jitter drawn from ctx.rng
     "max_backoff": st.sampled_from([None, None, 0, 15, 100, -1]),  # -1 is refused
@@ -134,6 +139,7 @@ def same_task(real: Task, m: MTask) -> None:
     assert (real.error_fingerprint, real.triage_hold) == (m.fingerprint, m.hold), (real, m)
     assert real.recurring_id == m.recurring_id, (real, m)
     assert (real.partition_key, real.timeout_seconds) == (m.partition, m.timeout), (real, m)
+    assert (real.unique_key is None) == (m.ukey is None) and real.created_at.micros == m.created, (real, m)
     if m.last_error == CRASH:
         assert real.last_error is not None and real.last_error.startswith("Traceback") and "RuntimeError: crash" in real.last_error
     else:
@@ -229,26 +235,41 @@ class RetryMachine(RuleBasedStateMachine):
     @initialize(tasks=st.lists(st.tuples(task_args["job_type"], task_args["queue"], task_args["priority"], task_args["plan"]), max_size=4))
     def some_tasks(self, tasks: list[tuple[str, str, int, list[str]]]) -> None:
         for job_type, queue, priority, plan in tasks:
-            self.submit_or_enqueue(0, True, job_type, queue, plan, 3, 10, priority, 0, None, None, None)
+            self.submit_or_enqueue(0, True, job_type, queue, plan, 3, 10, priority, 0, None, None, None, None)
 
     @rule(who=who_st, as_admin=st.booleans(), **task_args, **backoff_options)
     def submit_or_enqueue(self, who: int, as_admin: bool, job_type: str, queue: str, plan: list[str], max_attempts: int,
                           backoff: int, priority: int, delay: int, idem: str | None, partition: str | None, timeout: int | None,
-                          max_backoff: int | None = None, jitter: float = 0.0) -> None:  # fmt: skip
+                          unique: Any, max_backoff: int | None = None, jitter: float = 0.0) -> None:  # fmt: skip
         payload = {"plan": plan}
         run_after = self.clock.now() + TimeDuration(delay * S)
         role, reducer = ("admin", "submit") if as_admin else ("worker", "enqueue")
+        spec = None if unique is None else UniqueSpec(unique[0], unique[1], None if unique[2] is None else [TaskStatus(s) for s in unique[2]])
+        if unique is not None and not as_admin:  # the reducer that says whether the task existed
+            try:
+                expected = self.model.create(IDS[who], role, job_type, queue, payload, max_attempts, backoff, priority, delay, idem,
+                                             max_backoff, jitter, partition, timeout, unique)  # fmt: skip
+            except Refused as r:
+                refused_alike(r, lambda: self.db.call("enqueue_unique", job_type, queue, payload, max_attempts, backoff, run_after, priority,
+                                                      idem, max_backoff, jitter, partition, timeout, spec, sender=IDS[who]), "refused")  # fmt: skip
+                return
+            got = self.db.call("enqueue_unique", job_type, queue, payload, max_attempts, backoff, run_after, priority, idem, max_backoff, jitter,
+                               partition, timeout, spec, sender=IDS[who])  # fmt: skip
+            event(f"enqueue_unique: duplicate {got.duplicate}")
+            same_task(got.task, expected)
+            assert got.duplicate == self.model.duplicate
+            return
         self.both(
             lambda: self.model.create(IDS[who], role, job_type, queue, payload, max_attempts, backoff, priority, delay, idem, max_backoff, jitter,
-                                      partition, timeout),
+                                      partition, timeout, unique),
             lambda: self.db.call(reducer, job_type, queue, payload, max_attempts, backoff, run_after, priority, idem, max_backoff, jitter,
-                                 partition, timeout, sender=IDS[who]),
+                                 partition, timeout, spec, sender=IDS[who]),
         )
 
     @rule(who=who_st, fail=st.booleans(), **task_args)
     def enqueue_from_another_module(self, who: int, fail: bool, job_type: str, queue: str, plan: list[str], max_attempts: int,
                                     backoff: int, priority: int, delay: int, idem: str | None, partition: str | None,
-                                    timeout: int | None) -> None:  # fmt: skip
+                                    timeout: int | None, unique: Any) -> None:  # fmt: skip
         args = (job_type, queue, {"plan": plan}, max(max_attempts, 1), backoff, priority, delay, idem, partition, timeout or None)
         if fail:
             before = self.db.state_hash()
