@@ -14,7 +14,7 @@ import click
 from ..local.datadir import open_database
 from ..retry import queries
 from ..retry.errors import InvalidArgument
-from ..retry.limits import MAX_CONCURRENCY, MAX_HISTORY_CAP, MAX_PER_PAGE, MAX_RATE_LIMIT, MAX_RATE_PERIOD_SECONDS
+from ..retry.limits import MAX_CONCURRENCY, MAX_HISTORY_CAP, MAX_PER_PAGE, MAX_RATE_LIMIT, MAX_RATE_PERIOD_SECONDS, MAX_RETENTION_COUNT, MAX_RETENTION_SECONDS
 from ..runtime import Database
 from ..types import Identity
 from .options import (
@@ -76,7 +76,7 @@ def _page(page: Any, as_json: bool, title: str) -> None:
 @click.group(short_help="The task-retry module for admins.")
 def tasks() -> None:
     """The task-retry module for admins: list, show, dead-letter tier, requeue, run now, cancel, delete, history;
-    queues, pause, resume, limits."""
+    queues, pause, resume, limits; retention."""
 
 
 @tasks.command(name="list")
@@ -261,3 +261,30 @@ def limits(
     with _db(data, module, as_) as (db, who, _):
         db.call("set_queue_limits", queue, concurrency, rate_limit, rate_period, partition_limit, sender=who)
         _show_queue(db, who, queue, as_json, f"queue {queue} limits")
+
+
+# --- retention (issue 16) --------------------------------------------------------------------------
+
+
+@tasks.command()
+@common
+@click.option("--status", type=click.Choice(["completed", "dead"]), default=None, help="Set this status's retention (else show both).")
+@click.option("--max-age", type=click.IntRange(min=0, max=MAX_RETENTION_SECONDS), default=None, help="Seconds kept after finishing.")
+@click.option("--max-count", type=click.IntRange(min=0, max=MAX_RETENTION_COUNT), default=None, help="At most this many kept.")
+def retention(
+    data: str, module: str | None, as_: str | None, as_json: bool, status: str | None, max_age: int | None, max_count: int | None
+) -> None:
+    """How long finished tasks are kept. With --status, replace its limits (one not given is
+    removed) and prune what they allow now."""
+    if status is None and (max_age is not None or max_count is not None):
+        raise CommandError("--max-age and --max-count need --status")
+    with _db(data, module, as_) as (db, who, q):
+        if status is not None:
+            db.call("set_retention", status, max_age, max_count, sender=who)
+            db.run_due()  # the first batch now
+        policies = q.retention(db, who)
+    if as_json:
+        print_json(policies)
+        return
+    cells = [[p.status, p.max_age_seconds, p.max_count] for p in policies]
+    print_table([Column("status"), Column("max_age_seconds"), Column("max_count")], cells, title="retention")

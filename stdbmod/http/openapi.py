@@ -56,6 +56,7 @@ _PATH_SCHEMAS: dict[str, dict[str, Any]] = {
     "identity": {"type": "string", "pattern": "^(0x)?[0-9a-fA-F]{64}$", "description": "an identity in hex"},
     "db": {"type": "string", "minLength": 1, "description": "the database's name or identity"},
     "reducer": {"type": "string", "minLength": 1},
+    "status": {"type": "string", "enum": ["completed", "dead"], "description": "a finished status"},
     "queue": {"type": "string", "minLength": 1, "maxLength": limits.MAX_NAME_CHARS, "pattern": "^[^\\x00]*$", "description": "a queue's name"},
 }
 _EMPTY = {"type": "string", "maxLength": 0}

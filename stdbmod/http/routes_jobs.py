@@ -230,6 +230,28 @@ resume_queue = _queue_action("resume_queue", wire.NoBody)
 set_queue_limits = _queue_action("set_queue_limits", wire.QueueLimitsBody, "concurrency", "rate_limit", "rate_period_seconds", "partition_limit")
 
 
+# --- retention (issue 16) --------------------------------------------------------------------------
+
+
+def _retention_out(p: Any) -> wire.RetentionOut:
+    return wire.RetentionOut(p.status.value, p.max_age_seconds, p.max_count)
+
+
+async def get_retention(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    policies = await run_in_threadpool(queries.retention, ctx.db, caller)
+    return json_response(wire.Retention([_retention_out(p) for p in policies]))
+
+
+async def set_retention(ctx: ServerContext, request: Request) -> Response:
+    caller = ctx.caller(request)
+    status = request.path_params["status"]
+    if status not in ("completed", "dead"):
+        raise HttpError(404, f"no retention for status {status!r}: completed or dead")
+    b = await inputs.body(request, wire.RetentionBody, ctx.body_limit)
+    return json_response(_retention_out(await _write(ctx, "set_retention", status, b.max_age_seconds, b.max_count, sender=caller)))
+
+
 _J = PREFIX + "/jobs"
 _ID = _J + "/" + JOB_ID
 _Q = PREFIX + "/queues/{queue}"
@@ -274,6 +296,10 @@ ENDPOINTS = [
              response=wire.QueueOut, body=wire.NoBody, errors=(400, 403, 413)),
     Endpoint("POST", _Q + "/limits", set_queue_limits, "Set a queue's concurrency and rate limits, checked inside every claim (admin)", "queues",
              "admin", response=wire.QueueOut, body=wire.QueueLimitsBody, errors=(400, 403, 413)),
+    Endpoint("GET", PREFIX + "/retention", get_retention, "How long completed and dead jobs are kept (admin)", "queues", "admin",
+             response=wire.Retention, errors=(403,)),
+    Endpoint("POST", PREFIX + "/retention/{status}", set_retention, "Set how long completed or dead jobs are kept; pruning follows (admin)",
+             "queues", "admin", response=wire.RetentionOut, body=wire.RetentionBody, errors=(400, 403, 404, 413)),
     Endpoint("GET", PREFIX + "/history", history, "The attempt history, newest first (admin)", "jobs", "admin",
              response=wire.History, query=wire.HistoryQuery, errors=(400, 403)),
 ]

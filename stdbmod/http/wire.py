@@ -235,6 +235,23 @@ class History(msgspec.Struct):
     items: list[AttemptOut]
 
 
+class RetentionBody(msgspec.Struct, forbid_unknown_fields=True):
+    """How long finished jobs of one status are kept; a field left out or null: no such limit."""
+
+    max_age_seconds: Annotated[int, Meta(ge=0, le=limits.MAX_RETENTION_SECONDS, description="pruned this long after they finished")] | None = None
+    max_count: Annotated[int, Meta(ge=0, le=limits.MAX_RETENTION_COUNT, description="at most this many kept, the oldest pruned first")] | None = None
+
+
+class RetentionOut(msgspec.Struct):
+    status: Literal["completed", "dead"]
+    max_age_seconds: int | None
+    max_count: int | None
+
+
+class Retention(msgspec.Struct):
+    items: list[RetentionOut]
+
+
 class QueueOut(msgspec.Struct):
     """A queue: its jobs per status (counted in the index), its controls, and how long its
     oldest ready job has waited (null: none is ready)."""

@@ -19,10 +19,11 @@ from ..types import Identity, Timestamp
 from .errors import InvalidArgument, NotAuthorized, TaskNotFound
 from .limits import MAX_HISTORY_CAP, check_int, check_page
 from .queues import RetryQueue, control_of
+from .retention import FINISHED, RetryRetention, policy_of
 from .roles import is_admin, is_worker
 from .tables import Attempt, Task, TaskStatus
 
-__all__ = ["Page", "QueueInfo", "queue_list", "queue_info", "list_tasks", "pending", "dead_letter", "get_task", "history", "is_admin", "is_worker"]
+__all__ = ["Page", "QueueInfo", "queue_list", "queue_info", "retention", "list_tasks", "pending", "dead_letter", "get_task", "history", "is_admin", "is_worker"]
 
 
 class Page(msgspec.Struct):
@@ -194,3 +195,10 @@ def queue_info(db: Database, caller: Identity, queue: str) -> QueueInfo:
     with db.read() as view:
         _require_admin(view.db, caller, "queues")
         return _queue_info(view.db, queue, db.clock.now())
+
+
+def retention(db: Database, caller: Identity) -> list[RetryRetention]:
+    """The retention of completed and dead tasks (admin only); defaults where none was set."""
+    with db.read() as view:
+        _require_admin(view.db, caller, "retention")
+        return [policy_of(view.db, s) for s in FINISHED]

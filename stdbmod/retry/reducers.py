@@ -27,11 +27,12 @@ import msgspec
 from ..module import Module
 from ..runtime import ReducerContext
 from ..types import Identity
-from . import transitions
+from . import retention, transitions
 from .errors import AttemptTimedOut, InvalidArgument, InvalidTransition, StaleLease, TaskCancelled, TaskNotFound
 from .handlers import run_handler_attempt
 from .limits import MAX_BATCH, MAX_HISTORY_CAP, MAX_LEASE_SECONDS, MAX_SNOOZE_SECONDS, check_batch, check_int, check_name
 from .queues import Limits, RetryQueue, next_allowed, set_limits, set_paused
+from .retention import RetentionSweep, RetryRetention
 from .roles import require_admin, require_worker
 from .tables import (
     DEFAULT_HISTORY_CAP,
@@ -323,6 +324,21 @@ def declare_reducers(mod: Module, handlers: Handlers) -> None:
         require_admin(ctx, "set_default_lease")
         check_int("seconds", seconds, 1, MAX_LEASE_SECONDS)
         _save_settings(ctx, default_lease_seconds=seconds)
+
+    # --- retention (retention.py) ------------------------------------------------------------------
+
+    @mod.reducer
+    def prune_finished(ctx: ReducerContext, sweep: RetentionSweep) -> None:
+        """Scheduled: delete a batch of finished tasks past their retention, with their history."""
+        ctx.require_scheduler()
+        retention.prune(ctx)
+
+    @mod.reducer
+    def set_retention(ctx: ReducerContext, status: str, max_age_seconds: int | None = None, max_count: int | None = None) -> RetryRetention:
+        """How long `status` (completed or dead) tasks are kept: an age in seconds and a count,
+        None for no such limit (admin). The sweep prunes under the new limits at once."""
+        require_admin(ctx, "set_retention")
+        return retention.set_policy(ctx, status, max_age_seconds, max_count)
 
     # --- admins: queue control (queues.py) --------------------------------------------------------
 

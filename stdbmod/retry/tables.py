@@ -222,6 +222,9 @@ def declare_tables(mod: Module) -> None:
     from .queues import declare_queue_tables  # queues.py builds on these rows
 
     declare_queue_tables(mod)
+    from .retention import declare_retention_tables
+
+    declare_retention_tables(mod)
 
 
 def settings_of(db: Any) -> RetrySettings:

@@ -22,6 +22,7 @@ import msgspec
 
 from ..runtime import Range, ReducerContext
 from ..types import At, TimeDuration, Timestamp
+from . import retention
 from .errors import InvalidArgument, InvalidTransition
 from .fingerprint import fingerprint
 from .limits import (
@@ -279,6 +280,7 @@ def succeed(ctx: ReducerContext, task: Task, result: Any, worker: str) -> Task:
     )
     ctx.db.task.id.update(done)
     disarm(ctx, task)
+    retention.finished(ctx, TaskStatus.COMPLETED)
     return done
 
 
@@ -310,6 +312,8 @@ def fail(
     disarm(ctx, task)
     if after.status is TaskStatus.QUEUED and after.in_module:
         arm_attempt(ctx, after)
+    if after.status is TaskStatus.DEAD:
+        retention.finished(ctx, TaskStatus.DEAD)
     return after
 
 
@@ -370,6 +374,7 @@ def cancel(ctx: ReducerContext, task: Task, reason: str | None) -> Task:
     dead = died(dead, DeadReason.CANCELLED, now)
     ctx.db.task.id.update(dead)
     disarm(ctx, task)
+    retention.finished(ctx, TaskStatus.DEAD)
     return dead
 
 

@@ -277,3 +277,17 @@ def test_cancel_a_running_task(invoke: Invoke, retry_dir: str) -> None:
     assert as_json(invoke("tasks", "history", "--data", retry_dir, "--json"))[0]["outcome"] == "cancelled"
     r = invoke("tasks", "cancel", "--data", retry_dir, "1", code=1)
     assert "only a queued or running task can be cancelled" in r.stderr
+
+
+def test_retention(invoke: Invoke, retry_dir: str) -> None:
+    _fill(invoke, retry_dir)  # one completed task (its history row too) and one dead
+    shown = as_json(invoke("tasks", "retention", "--data", retry_dir, "--json"))
+    assert [(p["status"], p["max_age_seconds"], p["max_count"]) for p in shown] == [("completed", 604800, None), ("dead", 2592000, None)]
+    changed = as_json(invoke("tasks", "retention", "--data", retry_dir, "--status", "completed", "--max-count", "0", "--json"))
+    assert changed[0]["max_count"] == 0 and changed[0]["max_age_seconds"] is None
+    assert as_json(invoke("tasks", "list", "--data", retry_dir, "--status", "completed", "--json"))["total"] == 0
+    assert 3 not in [h["task_id"] for h in as_json(invoke("tasks", "history", "--data", retry_dir, "--json"))]
+    r = invoke("tasks", "retention", "--data", retry_dir, "--max-age", "5", code=2)
+    assert r.stderr.strip() == "Error: --max-age and --max-count need --status"
+    r = invoke("tasks", "retention", "--data", retry_dir, "--as", STRANGER, code=1)
+    assert "only an admin" in r.stderr

@@ -105,6 +105,8 @@ ROUTES: list[Route] = [
     ("POST", f"{J}/dlq/bulk_requeue", {"queue": "matrix-empty", "dry_run": True}, "admin"),
     ("POST", f"{J}/dlq/bulk_delete", {"queue": "matrix-empty"}, "admin"),
     ("GET", f"{J}/dlq/operations/1", None, "admin"),
+    ("GET", f"{J}/retention", None, "admin"),
+    ("POST", f"{J}/retention/completed", {"max_age_seconds": 604800}, "admin"),
 ]
 
 ALLOWED = {

@@ -138,6 +138,10 @@ ROUTES: dict[tuple[str, str], tuple[str, str, Any, list[Case]]] = {
     ("POST", "/queues/{queue}/limits"): ("owner", "/queues/queued-jobs/limits", {"concurrency": 3}, [
         ("owner", None, {"concurrency": 0}, 400), ("owner", None, {"rate_limit": "x"}, 400), ("worker", None, {"concurrency": 3}, 403),
     ]),
+    ("GET", "/retention"): ("owner", "/retention", {}, [("worker", None, {}, 403)]),
+    ("POST", "/retention/{status}"): ("owner", "/retention/dead", {"max_age_seconds": 2592000}, [
+        ("owner", None, {"max_age_seconds": -1}, 400), ("owner", "/retention/queued", {}, 404), ("worker", None, {}, 403),
+    ]),
 }
 
 

@@ -183,14 +183,17 @@ def test_stale_worker_gets_409(worker: Jobs, worker2: Jobs, queue: str) -> None:
     assert worker2.ok("POST", f"/jobs/{job['id']}/complete", {"result": 2})["status"] == "completed"
 
 
-def test_cancel_a_queued_job(worker: Jobs, admin: Jobs, queue: str) -> None:
+def test_cancel_a_queued_or_running_job(worker: Jobs, admin: Jobs, queue: str) -> None:
     job = worker.enqueue(queue=queue)
     assert worker.request("POST", f"/jobs/{job['id']}/cancel", {}).status_code == 403
     cancelled = admin.ok("POST", f"/jobs/{job['id']}/cancel", {"reason": "not needed"})
     assert (cancelled["status"], cancelled["dead_reason"]) == ("dead", "cancelled")
+    assert admin.request("POST", f"/jobs/{job['id']}/cancel").status_code == 409  # already dead
     running = worker.enqueue(queue=queue)
     worker.claim(queue)
-    assert admin.request("POST", f"/jobs/{running['id']}/cancel").status_code == 409
+    assert admin.ok("POST", f"/jobs/{running['id']}/cancel")["dead_reason"] == "cancelled"
+    r = worker.request("POST", f"/jobs/{running['id']}/complete", {})
+    assert r.status_code == 409 and r.json()["code"] == "cancelled"
 
 
 def test_unknown_job_ids(worker: Jobs, admin: Jobs) -> None:

@@ -131,6 +131,8 @@ class Model:
     recurring_timers: dict[int, tuple[int, int]] = field(default_factory=dict)  # entry -> (due, id)
     marks: list[tuple[int, str, str | None, int]] = field(default_factory=list)  # (id, queue, partition, at)
     duplicate: bool = False  # whether the last create returned a task that existed
+    retention: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)  # status -> (age, count), as set
+    prune_due: int | None = None  # when the retention sweep (its one row) is due
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -172,6 +174,7 @@ class Model:
         fp = fingerprint(CRASH_SHAPE if t.last_error == CRASH else t.last_error)
         t.hold = t.fingerprint == fp and reason != "cancelled"
         t.status, t.dead_reason, t.finished_at, t.fingerprint = "dead", reason, self.now, fp
+        self._finished("dead")
 
     def _delay(self, t: MTask) -> int:
         """Seed 000's formula, capped by the task's max_backoff, jittered down by the rng."""
@@ -296,6 +299,7 @@ class Model:
         t = self._held(who, task_id, attempt)
         self._record(t, "completed", t.claimed_by or "")
         t.status, t.result, t.lease_holder, t.lease_expires, t.finished_at = "completed", result, None, None, self.now
+        self._finished("completed")
         self._disarm(t.id)
         return t
 
@@ -386,6 +390,66 @@ class Model:
         q.concurrency, q.rate, q.period, q.partition_limit = concurrency, rate, 60 if period is None else period, partition_limit
         self._save_queue(queue, q)
         return q
+
+    # --- retention (retention.py) ---------------------------------------------------------------
+
+    def _policy(self, status: str) -> tuple[int | None, int | None]:
+        return self.retention.get(status, (7 * 86_400 if status == "completed" else 30 * 86_400, None))
+
+    def _arm_prune(self, due: int) -> None:
+        if self.prune_due is None or self.prune_due > due:
+            self.prune_due = due
+
+    def _finished(self, status: str) -> None:
+        age, count = self._policy(status)
+        due = ([self.now + age * S] if age is not None else []) + ([self.now + 60 * S] if count is not None else [])
+        if due:
+            self._arm_prune(min(due))
+
+    def set_retention(self, who: Identity, status: str, age: int | None, count: int | None) -> tuple[int | None, int | None]:
+        self._admin(who)
+        if status not in ("completed", "dead") or (age is not None and age < 0) or (count is not None and count < 0):
+            raise Refused(InvalidArgument)
+        self.retention[status] = (age, count)
+        self._arm_prune(self.now)
+        return age, count
+
+    def _oldest_first(self, status: str) -> list[MTask]:
+        return sorted((t for t in self.tasks.values() if t.status == status), key=lambda t: (t.finished_at or 0, t.id))
+
+    def _prune(self, batch: int = 500) -> None:
+        budget = batch
+        for status in ("completed", "dead"):
+            age, count = self._policy(status)
+            if age is not None and budget:
+                old = [t for t in self._oldest_first(status) if (t.finished_at or 0) <= self.now - age * S][:budget]
+                for t in old:
+                    self._drop(t)
+                budget -= len(old)
+            if count is not None and budget:
+                rows = self._oldest_first(status)
+                extra = rows[: min(max(len(rows) - count, 0), budget)]
+                for t in extra:
+                    self._drop(t)
+                budget -= len(extra)
+        if budget == 0:
+            self.prune_due = self.now + S
+            return
+        due = []
+        for status in ("completed", "dead"):
+            age, count = self._policy(status)
+            rows = self._oldest_first(status)
+            if not rows:
+                continue
+            if age is not None:
+                due.append((rows[0].finished_at or self.now) + age * S)
+            if count is not None:
+                due.append(self.now + 60 * S)
+        self.prune_due = None if not due else max(min(due), self.now + S)
+
+    def _drop(self, t: MTask) -> None:
+        del self.tasks[t.id]
+        self.history = [h for h in self.history if h[1] != t.id]
 
     # --- admin reducers --------------------------------------------------------------------------
 
@@ -499,6 +563,7 @@ class Model:
                 [(d, "attempt_timer", sid, tid) for tid, (d, sid) in self.attempt_timers.items() if d <= self.now]
                 + ([(self.sweep, "lease_sweep", 0, 0)] if self.sweep is not None and self.sweep <= self.now else [])
                 + [(d, "recurring_timer", sid, rid) for rid, (d, sid) in self.recurring_timers.items() if d <= self.now]
+                + ([(self.prune_due, "retention_sweep", 0, 0)] if self.prune_due is not None and self.prune_due <= self.now else [])
             )
             if not due:
                 return
@@ -512,6 +577,8 @@ class Model:
                 elif table == "recurring_timer" and self.recurring_timers.get(tid) == (d, sid):
                     del self.recurring_timers[tid]
                     self._fire(tid)
+                elif table == "retention_sweep" and self.prune_due == d:
+                    self._prune()
 
     def _sweep(self) -> None:
         """Reap the ended leases, earliest (then lowest id) first; re-arm at the next lease end,
@@ -548,6 +615,7 @@ class Model:
         if outcome == "ok":
             self._record(t, "completed", "handler")
             t.status, t.result, t.finished_at = "completed", {"attempt": t.attempts}, self.now
+            self._finished("completed")
         elif outcome == "give_up":
             self._fail(t, "bad input", "gave_up", "handler")
         elif outcome == "snooze":

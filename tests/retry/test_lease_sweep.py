@@ -12,7 +12,7 @@ from stdbmod import At, Database, ManualClock, Range, ReducerContext, TimeDurati
 from stdbmod.retry import Completion, LeaseTimer, Outcome, RetryModule, TaskStatus, queries
 from stdbmod.retry.transitions import SWEEP_SPACING
 from tests.retry.conftest import published
-from tests.retry.support import ADMIN, WORKER
+from tests.retry.support import ADMIN, WORKER, next_due
 
 
 def status(db: Database, task_id: int) -> tuple[str, int]:
@@ -24,7 +24,7 @@ def test_one_firing_reaps_every_ended_lease_earliest_first_and_rearms(db: Databa
     ids = [db.call("enqueue", "j", None, None, 3, 0, sender=WORKER).id for _ in range(4)]
     for lease in (30, 10, 20, 90):  # claims ids[0..3] in order, with these leases
         db.call("claim", None, "w", lease, sender=WORKER)
-    assert db.next_due() == clock.now() + TimeDuration.from_seconds(10)
+    assert next_due(db) == clock.now() + TimeDuration.from_seconds(10)
     with db.read() as v:
         assert v.db.lease_sweep.count() == 1  # one timer, however many claims
     clock.advance(25)
@@ -32,7 +32,7 @@ def test_one_firing_reaps_every_ended_lease_earliest_first_and_rearms(db: Databa
     assert [status(db, i) for i in ids] == [("running", 1), ("queued", 1), ("queued", 1), ("running", 1)]
     reaped = [h.task_id for h in reversed(queries.history(db, ADMIN)) if h.outcome is Outcome.LEASE_EXPIRED]
     assert reaped == [ids[1], ids[2]]  # ...reaped both ended leases, the earlier end first
-    assert db.next_due() == clock.now() + TimeDuration.from_seconds(5)  # the next lease end: ids[0]'s
+    assert next_due(db) == clock.now() + TimeDuration.from_seconds(5)  # the next lease end: ids[0]'s
 
 
 def test_after_a_firing_the_sweep_waits_a_second(db: Database, clock: ManualClock) -> None:
@@ -42,7 +42,7 @@ def test_after_a_firing_the_sweep_waits_a_second(db: Database, clock: ManualCloc
     db.call("claim", None, "w", 10, sender=WORKER)  # ends half a second after the first
     clock.advance(9.5)
     assert db.run_due() == 1 and status(db, a) == ("queued", 1)
-    assert db.next_due() == clock.now() + TimeDuration.from_seconds(1)  # not b's end, 0.5 s away
+    assert next_due(db) == clock.now() + TimeDuration.from_seconds(1)  # not b's end, 0.5 s away
     clock.advance(0.5)
     assert db.run_due() == 0 and status(db, b) == ("running", 1)
     clock.advance(0.5)
@@ -55,7 +55,7 @@ def test_batch_claims_share_the_sweep_and_completing_them_all_lets_it_go(db: Dat
     jobs = db.call("claim_many", 3, None, "w", 60, sender=WORKER)
     db.call("complete_many", [Completion(j.id, None, j.attempts) for j in jobs], sender=WORKER)
     clock.advance(60)
-    assert db.run_due() == 1 and db.next_due() is None
+    assert db.run_due() == 1 and next_due(db) is None
     with db.read() as v:
         assert v.db.lease_sweep.count() == 0 and v.db.task.count() == 3
 
@@ -110,7 +110,7 @@ def test_a_legacy_timer_and_the_sweep_reap_an_ended_lease_once(tmp_path: Path, r
     db.run_due()
     assert queries.get_task(db, ADMIN, t.id).status is TaskStatus.DEAD
     assert [h.outcome for h in queries.history(db, ADMIN)] == [Outcome.LEASE_EXPIRED]
-    assert db.next_due() is None
+    assert next_due(db) is None
     db.close()
 
 

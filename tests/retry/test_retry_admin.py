@@ -12,6 +12,7 @@ from stdbmod.retry import (
     InvalidArgument,
     InvalidTransition,
     NotAuthorized,
+    TaskCancelled,
     TaskNotFound,
     TaskStatus,
     queries,
@@ -107,17 +108,24 @@ def test_delete_only_dead_tasks(db: Database, clock: ManualClock) -> None:
     assert len(queries.history(db, ADMIN, task_id=tid)) == 1  # history outlives the task
 
 
-def test_cancel_only_queued_tasks(db: Database) -> None:
+def test_cancel_only_queued_or_running_tasks(db: Database) -> None:
     t = db.call("submit", "job", sender=ADMIN)
     c = db.call("cancel", t.id, "customer left", sender=ADMIN)
     assert (c.status, c.dead_reason, c.last_error) == (TaskStatus.DEAD, DeadReason.CANCELLED, "customer left")
     assert db.call("claim", sender=WORKER) is None
-    with pytest.raises(InvalidTransition, match="only a queued task can be cancelled"):
+    with pytest.raises(InvalidTransition, match="only a queued or running task can be cancelled"):
         db.call("cancel", t.id, sender=ADMIN)
     r = db.call("submit", "job", sender=ADMIN)
     db.call("claim", sender=WORKER)
-    with pytest.raises(InvalidTransition, match="running"):
-        db.call("cancel", r.id, sender=ADMIN)
+    running = db.call("cancel", r.id, sender=ADMIN)  # a running one too (issue 16): its worker is refused from then on
+    assert (running.status, running.dead_reason, running.lease_expires_at) == (TaskStatus.DEAD, DeadReason.CANCELLED, None)
+    with pytest.raises(TaskCancelled):
+        db.call("complete", r.id, sender=WORKER)
+    done = db.call("submit", "job", sender=ADMIN)
+    db.call("claim", sender=WORKER)
+    db.call("complete", done.id, sender=WORKER)
+    with pytest.raises(InvalidTransition, match="completed"):
+        db.call("cancel", done.id, sender=ADMIN)
 
 
 @pytest.mark.parametrize(

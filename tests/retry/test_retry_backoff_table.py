@@ -7,7 +7,7 @@ from typing import Any
 
 from stdbmod import Database, ManualClock, TimeDuration
 from stdbmod.retry import DeadReason, HandlerContext, RetryableError, RetryModule, TaskStatus, backoff_delay, queries
-from tests.retry.support import ADMIN, WORKER
+from tests.retry.support import ADMIN, WORKER, next_due
 
 SEED_000_TABLE = [(1, 30), (2, 60), (3, 120), (4, 240)]  # attempt -> delay before retry, seconds
 
@@ -49,7 +49,7 @@ def test_seed_000_backoff_table_with_a_handler(db: Database, rm: RetryModule, cl
     start = clock.now()
     db.run_due()
     for _ in range(4):
-        due = db.next_due()
+        due = next_due(db)
         assert due is not None
         clock.set(due)
         db.run_due()
@@ -57,4 +57,4 @@ def test_seed_000_backoff_table_with_a_handler(db: Database, rm: RetryModule, cl
     assert offsets == [(1, 0), (2, 30), (3, 90), (4, 210), (5, 450)]  # the cumulative 30/60/120/240
     dead = queries.get_task(db, ADMIN, t.id)
     assert (dead.status, dead.dead_reason, dead.attempts) == (TaskStatus.DEAD, DeadReason.EXHAUSTED, 5)
-    assert db.next_due() is None
+    assert next_due(db) is None

@@ -20,7 +20,7 @@ from stdbmod.retry import (
     create_retry_module,
     queries,
 )
-from tests.retry.support import ADMIN, WORKER
+from tests.retry.support import ADMIN, WORKER, next_due
 
 
 class Note(msgspec.Struct):
@@ -70,7 +70,7 @@ def _task(db: Database, tid: int) -> Any:
 def test_first_attempt_runs_at_once_and_a_return_completes(app: Any, clock: ManualClock) -> None:
     db, rm, script = app
     t = db.call("submit", "scripted", None, {"to": "a@b"}, sender=ADMIN)
-    assert t.in_module and db.next_due() == clock.now()
+    assert t.in_module and next_due(db) == clock.now()
     assert db.run_due() == 1
     done = _task(db, t.id)
     assert (done.status, done.attempts, done.result) == (TaskStatus.COMPLETED, 1, {"attempt": 1, "payload": {"to": "a@b"}})
@@ -89,7 +89,7 @@ def test_retryable_error_rolls_back_and_schedules_with_backoff(app: Any, clock: 
     after1 = _task(db, t.id)
     assert (after1.status, after1.attempts, after1.last_error) == (TaskStatus.QUEUED, 1, "try later")
     assert after1.run_after == start + TimeDuration.from_seconds(10)
-    assert db.next_due() == after1.run_after
+    assert next_due(db) == after1.run_after
     assert _notes(db) == []  # rolled back by the savepoint
     clock.advance(9)
     assert db.run_due() == 0  # not due yet
@@ -111,7 +111,7 @@ def test_exhausted_at_max_attempts(app: Any, clock: ManualClock) -> None:
     db.run_due()  # a zero backoff retries at once, in the same run
     dead = _task(db, t.id)
     assert (dead.status, dead.dead_reason, dead.attempts) == (TaskStatus.DEAD, DeadReason.EXHAUSTED, 3)
-    assert db.next_due() is None
+    assert next_due(db) is None
     assert [t.id for t in queries.dead_letter(db, ADMIN).items] == [t.id]
 
 
@@ -123,7 +123,7 @@ def test_give_up_is_dead_at_once_and_keeps_writes(app: Any) -> None:
     dead = _task(db, t.id)
     assert (dead.status, dead.dead_reason, dead.attempts, dead.last_error) == (TaskStatus.DEAD, DeadReason.GAVE_UP, 1, "invalid address")
     assert _notes(db) == [(t.id, 1)]  # written before giving up: committed with the attempt
-    assert db.next_due() is None
+    assert next_due(db) is None
     assert queries.history(db, ADMIN)[0].outcome is Outcome.GAVE_UP
 
 
@@ -153,7 +153,7 @@ def test_an_unstorable_result_is_a_failed_attempt(app: Any) -> None:
 def test_a_job_type_without_handler_waits_for_workers(app: Any) -> None:
     db, rm, script = app
     t = db.call("submit", "elsewhere", sender=ADMIN)
-    assert not t.in_module and db.next_due() is None
+    assert not t.in_module and next_due(db) is None
     assert db.run_due() == 0
     assert db.call("claim", sender=WORKER).id == t.id
 
@@ -174,7 +174,7 @@ def test_a_handler_removed_at_run_time_hands_the_task_to_workers(app: Any) -> No
     assert claimed.id == t.id
     rm.handlers["scripted"] = handler
     again = db.call("fail", t.id, "no", sender=WORKER)  # back in the queue: a handler exists now
-    assert again.in_module and db.next_due() == again.run_after
+    assert again.in_module and next_due(db) == again.run_after
 
 
 def test_handler_context_and_follow_up_tasks(tmp_path: Path, clock: ManualClock) -> None:

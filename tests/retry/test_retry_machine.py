@@ -399,7 +399,7 @@ class RetryMachine(RuleBasedStateMachine):
         self.model.run_due(plan_of)
         self.db.run_due()
 
-    @precondition(lambda self: bool(self.model.attempt_timers or self.model.sweep is not None))
+    @precondition(lambda self: bool(self.model.attempt_timers or self.model.sweep is not None or self.model.prune_due is not None))
     @rule()
     def to_next_due(self) -> None:
         due = self.db.next_due()
@@ -536,6 +536,18 @@ class RetryMachine(RuleBasedStateMachine):
         else:
             self.both(lambda: self.model.fail(holder, t.id, "late"), lambda: self.db.call("fail", t.id, "late", sender=holder))
 
+    @rule(who=who_st, status=st.sampled_from(["completed", "completed", "dead", "dead", "queued"]),
+          age=st.sampled_from([None, 0, 30, 300, 300, 3000, -1]), count=st.sampled_from([None, None, 0, 1, 3, -1]))  # fmt: skip
+    def set_retention(self, who: int, status: str, age: int | None, count: int | None) -> None:
+        """Retention at run time; the sweep then prunes finished tasks and their history."""
+        try:
+            expected = self.model.set_retention(IDS[who], status, age, count)
+        except Refused as r:
+            refused_alike(r, lambda: self.db.call("set_retention", status, age, count, sender=IDS[who]), "retention refused")
+            return
+        got = self.db.call("set_retention", status, age, count, sender=IDS[who])
+        assert (got.max_age_seconds, got.max_count) == expected
+
     @rule(who=who_st, other=who_st, action=st.sampled_from(["add_admin", "remove_admin", "grant_worker", "revoke_worker"]))
     def roles(self, who: int, other: int, action: str) -> None:
         self.both(lambda: getattr(self.model, action)(IDS[who], IDS[other]), lambda: self.db.call(action, IDS[other], sender=IDS[who]))
@@ -626,6 +638,8 @@ class RetryMachine(RuleBasedStateMachine):
             # timers and the handlers' committed writes
             assert {t.task_id: (t.scheduled_at.time.micros, t.scheduled_id) for t in db.attempt_timer.iter()} == m.attempt_timers
             assert [s.scheduled_at.time.micros for s in db.lease_sweep.iter()] == ([] if m.sweep is None else [m.sweep])
+            assert [s.scheduled_at.time.micros for s in db.retention_sweep.iter()] == ([] if m.prune_due is None else [m.prune_due])
+            assert {r.status.value: (r.max_age_seconds, r.max_count) for r in db.retry_retention.iter()} == m.retention
             assert db.lease_timer.count() == 0  # legacy: never written
             # recurring entries: their watermarks and timers, one row each while enabled
             assert {r.recurring_id: (r.scheduled_at.time.micros, r.scheduled_id) for r in db.recurring_timer.iter()} == m.recurring_timers

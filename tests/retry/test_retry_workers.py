@@ -6,7 +6,7 @@ import pytest
 
 from stdbmod import Database, ManualClock, TimeDuration, Timestamp
 from stdbmod.retry import Completion, DeadReason, InvalidTransition, Outcome, StaleLease, TaskNotFound, TaskStatus, queries
-from tests.retry.support import ADMIN, WORKER, WORKER2
+from tests.retry.support import ADMIN, WORKER, WORKER2, next_due
 
 
 def _later(clock: ManualClock, seconds: float) -> Timestamp:
@@ -58,7 +58,7 @@ def test_claim_starts_an_attempt_with_a_lease(db: Database, clock: ManualClock) 
     db.call("enqueue", "j", sender=WORKER)
     t = db.call("claim", "default", "worker-1", 120, sender=WORKER)
     assert (t.status, t.attempts, t.claimed_by, t.claimed_at, t.lease_holder) == (TaskStatus.RUNNING, 1, "worker-1", clock.now(), WORKER)
-    assert t.lease_expires_at == _later(clock, 120) == db.next_due()
+    assert t.lease_expires_at == _later(clock, 120) == next_due(db)
     assert t.last_attempted_at == clock.now()
 
 
@@ -68,9 +68,9 @@ def test_complete_stores_the_result_and_history(db: Database, clock: ManualClock
     clock.advance(3)
     done = db.call("complete", t.id, {"ok": True}, sender=WORKER)
     assert (done.status, done.result, done.completed_at, done.attempts) == (TaskStatus.COMPLETED, {"ok": True}, clock.now(), 1)
-    assert done.lease_holder is None and db.next_due() == t.lease_expires_at  # the sweep stays armed...
+    assert done.lease_holder is None and next_due(db) == t.lease_expires_at  # the sweep stays armed...
     clock.advance(300)
-    assert db.run_due() == 1 and db.next_due() is None  # ...fires, finds no lease ended, and goes
+    assert db.run_due() == 1 and next_due(db) is None  # ...fires, finds no lease ended, and goes
     assert queries.get_task(db, WORKER, t.id).status is TaskStatus.COMPLETED
     [h] = queries.history(db, ADMIN)
     assert (h.outcome, h.worker, h.attempt, h.finished_at.micros - h.started_at.micros) == (Outcome.COMPLETED, "w1", 1, 3_000_000)
@@ -124,13 +124,13 @@ def test_heartbeat_extends_the_lease(db: Database, clock: ManualClock) -> None:
     clock.advance(50)
     h = db.call("heartbeat", t.id, 60, sender=WORKER)
     assert h.lease_expires_at == _later(clock, 60)
-    assert db.next_due() == _later(clock, 10)  # the sweep keeps its time: the old lease end
+    assert next_due(db) == _later(clock, 10)  # the sweep keeps its time: the old lease end
     clock.advance(50)
     assert db.run_due() == 1  # the old expiry passed: the sweep fired, reaped nothing...
-    assert db.next_due() == h.lease_expires_at  # ...and re-armed at the extended lease's end
+    assert next_due(db) == h.lease_expires_at  # ...and re-armed at the extended lease's end
     assert queries.get_task(db, ADMIN, t.id).status is TaskStatus.RUNNING
     db.call("heartbeat", t.id, 5, sender=WORKER)  # a shorter lease moves the sweep earlier
-    assert db.next_due() == _later(clock, 5)
+    assert next_due(db) == _later(clock, 5)
     assert db.call("complete", t.id, sender=WORKER).status is TaskStatus.COMPLETED
     with pytest.raises(InvalidTransition):
         db.call("heartbeat", t.id, sender=WORKER)
