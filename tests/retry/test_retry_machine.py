@@ -246,6 +246,7 @@ class RetryMachine(RuleBasedStateMachine):
         role, reducer = ("admin", "submit") if as_admin else ("worker", "enqueue")
         spec = None if unique is None else UniqueSpec(unique[0], unique[1], None if unique[2] is None else [TaskStatus(s) for s in unique[2]])
         if unique is not None and not as_admin:  # the reducer that says whether the task existed
+            self.model.begin()
             try:
                 expected = self.model.create(IDS[who], role, job_type, queue, payload, max_attempts, backoff, priority, delay, idem,
                                              max_backoff, jitter, partition, timeout, unique)  # fmt: skip
@@ -362,6 +363,7 @@ class RetryMachine(RuleBasedStateMachine):
     # --- queue control ---------------------------------------------------------------------------
 
     def queue_call(self, expect: Any, call: Any) -> None:
+        self.model.begin()
         try:
             m = expect()
         except Refused as r:
@@ -540,6 +542,7 @@ class RetryMachine(RuleBasedStateMachine):
           age=st.sampled_from([None, 0, 30, 300, 300, 3000, -1]), count=st.sampled_from([None, None, 0, 1, 3, -1]))  # fmt: skip
     def set_retention(self, who: int, status: str, age: int | None, count: int | None) -> None:
         """Retention at run time; the sweep then prunes finished tasks and their history."""
+        self.model.begin()
         try:
             expected = self.model.set_retention(IDS[who], status, age, count)
         except Refused as r:
