@@ -150,6 +150,41 @@ def test_a_dead_job_is_requeued_from_the_dead_letter_page(page: Any, server: Ser
     assert (after["status"], after["attempts"], after["dead_reason"]) == ("queued", 0, None)
 
 
+def test_a_dead_letter_group_dry_run_changes_nothing_then_its_bulk_requeue_takes_the_group(page: Any, server: Server, shots: Path) -> None:
+    token = server.owner_token()
+    ids = [dead_job(server, token, "ledger", f"ledger timeout after {ms} ms for account {acct}") for ms, acct in ((3012, 42), (2999, 7), (3100, 1234))]
+    other = dead_job(server, token, "ledger", "ledger refused: account closed")
+    sign_in(page, token)
+    page.goto("/dashboard/dead?queue=ledger")
+    groups = page.locator("table.groups tbody tr")
+    assert groups.count() == 2
+    big = groups.nth(0)  # largest first
+    assert big.locator("td").nth(1).inner_text() == "3"
+    assert "ledger timeout after" in big.inner_text()
+    _shot(page, shots, "dead_groups")
+    big.get_by_role("link", name="Dry run…").click()
+    page.wait_for_url(re.compile(r"/dashboard/dead/group\?fingerprint=[0-9a-f]{16}$"))
+    fingerprint = page.url.rsplit("=", 1)[1]
+    assert page.locator("#dry-run [data-count]").inner_text() == "3"
+    assert sorted(int(r.get_attribute("data-job")) for r in page.locator("tr[data-job]").all()) == ids
+    assert [job(server, token, i)["status"] for i in [*ids, other]] == ["dead"] * 4  # the dry run changed nothing
+    _shot(page, shots, "dead_group_dry_run")
+    dialogs: list[str] = []
+
+    def accept(d: Any) -> None:
+        dialogs.append(d.message)
+        d.accept()
+
+    page.once("dialog", accept)
+    page.get_by_role("button", name="Requeue all 3").click()
+    page.wait_for_selector(".flash.ok")
+    assert "Requeue the 3 dead jobs of this group" in dialogs[0]
+    assert "3 requeued, done" in page.inner_text(".flash.ok")
+    assert [job(server, token, i)["status"] for i in ids] == ["queued"] * 3
+    assert job(server, token, other)["status"] == "dead"  # another group: untouched
+    assert page.locator(f'tr[data-group="{fingerprint}"]').count() == 0  # the group left the tier
+
+
 def test_a_job_page_shows_its_history_lease_and_only_its_actions(page: Any, server: Server, shots: Path) -> None:
     token = server.owner_token()
     j = post(server, "/jobs", token, {"job_type": "charge_card", "queue": "detail", "payload": {"amount": 1200}, "max_attempts": 3})

@@ -57,6 +57,8 @@ FORM = {"content-type": "application/x-www-form-urlencoded"}
         ("GET", "/dashboard/jobs?q=" + "a" * 201, None, {}, 400),
         ("GET", "/dashboard/jobs/99999999999999999999999", None, {}, 404),
         ("GET", "/dashboard/jobs/12345", None, {}, 404),
+        ("GET", "/dashboard/dead/group?fingerprint=not-hex", None, {}, 400),
+        ("GET", "/dashboard/dead/group?fingerprint=" + "a" * 17, None, {}, 400),
         ("GET", "/dashboard/static/../app.py", None, {}, 404),
         ("GET", "/dashboard/static/nothing.js", None, {}, 404),
         ("POST", "/dashboard/jobs/1/requeue", b"csrf=x" + b"&a=b" * 10_000, FORM, 413),
@@ -82,6 +84,9 @@ def test_bad_action_arguments_are_refused_in_the_page(signed: Signed) -> None:
         ("/dashboard/jobs/99999999999999999999/requeue", {}),
         ("/dashboard/jobs/1/delete", {}),  # queued: only a dead job can be deleted
         ("/dashboard/admins/remove", {"identity": "00" * 32}),
+        ("/dashboard/dead/bulk", {"action": "explode", "fingerprint": ""}),
+        ("/dashboard/dead/bulk", {"action": "requeue", "fingerprint": "x" * 5000}),
+        ("/dashboard/queues/pause", {}),
     ]:
         r = c.post(path, data={"csrf": signed.csrf, "next": "//evil.example", **form})
         assert r.status_code == 303 and r.headers["location"] == "/dashboard", (path, r.headers.get("location"))

@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ...errors import StdbError
+from ...retry.triage import BulkAction, TriageFilter, TriageOp
 from ...types import Identity
 from ..routing import JOB_ID
 from .sessions import PATH
@@ -62,7 +63,26 @@ class Actions:
         ]
         out: list[tuple[str, Handler, list[str]]] = [(path, self._action(reducer, args, done), ["POST"]) for path, reducer, args, done in table]
         out.append(("/workers/new", self.new_worker, ["POST"]))
+        out.append(("/dead/bulk", self.bulk, ["POST"]))
         return out
+
+    async def bulk(self, request: Request) -> Response:
+        """Requeue or delete a dead-letter group (the module's bulk_dlq: the first batch now, the
+        rest in batches of its own)."""
+
+        async def act(fields: dict[str, str]) -> str:
+            try:
+                action = BulkAction(fields.get("action", ""))
+            except ValueError:
+                raise ValueError("action must be requeue or delete") from None
+            where = TriageFilter(fingerprint=fields.get("fingerprint", ""))
+            ctx = self.site.ctx
+            op: TriageOp = await ctx.call(ctx.db, "bulk_dlq", action, where, sender=self._who(request))
+            verb = "requeued" if action is BulkAction.REQUEUE else "deleted"
+            rest = "done" if op.done else "the rest follows in batches"
+            return f"Bulk {action.value} #{op.id} of group {where.fingerprint or '(none)'}: {op.processed} {verb}, {rest}."
+
+        return await self._run(request, "bulk_dlq", act)
 
     def _action(self, reducer: str, args_of: Args, done: str) -> Handler:
         async def handle(request: Request) -> Response:

@@ -9,6 +9,7 @@ an admin gets the "not allowed" page and nothing else.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlencode
@@ -21,6 +22,7 @@ from starlette.websockets import WebSocket
 
 from ...errors import StdbError
 from ...local.tokens import InvalidToken
+from ...retry import triage
 from ...retry.tables import TaskStatus
 from ...types import Identity
 from ..context import ServerContext
@@ -38,6 +40,8 @@ from .tickets import BadTicket, Tickets
 from .web import Web, form, local_path, parse_time, redirect, secure
 
 Work = Callable[[Identity], dict[str, Any]]
+GROUPS = 20  # dead-letter groups the page shows, largest first
+FINGERPRINT = re.compile(r"(?:[0-9a-f]{16})?")
 
 
 class Dashboard:
@@ -61,6 +65,7 @@ class Dashboard:
             ("/jobs", self.jobs, get),
             ("/jobs/" + JOB_ID, self.job, get),
             ("/dead", self.dead, get),
+            ("/dead/group", self.dead_group, get),
             ("/roles", self.roles, get),
             ("/live", self.live, get),
             ("/login", self.login_page, get),
@@ -172,9 +177,28 @@ class Dashboard:
         def work(who: Identity) -> dict[str, Any]:
             f = job_filter("dead", p.get("queue"), p.get("job_type"), None, None, p.get("q"))
             before = reads.Cursor.parse(p["before"]) if p.get("before") else None
-            return {"page": reads.jobs(self.ctx.db, who, f, before), "filter": f, "budget": reads.BUDGET, "now": self._now(), "dead": True}
+            reads.check(self.ctx.db, who)  # a non-admin gets the "not allowed" page, as on every page
+            groups = triage.dlq_groups(self.ctx.db, who, queue=f.queue, job_type=f.job_type, limit=GROUPS)
+            return {
+                "page": reads.jobs(self.ctx.db, who, f, before), "groups": groups, "filter": f, "budget": reads.BUDGET,
+                "now": self._now(), "dead": True,
+            }
 
         return await self.page(request, "jobs.html", work, "Dead letters")
+
+    async def dead_group(self, request: Request) -> Response:
+        """A group's dry run: how many dead jobs a bulk action on it would take now, and the first
+        of them (a read), with the bulk actions to confirm."""
+        fp = request.query_params.get("fingerprint", "")
+        if not FINGERPRINT.fullmatch(fp):
+            raise HttpError(400, "fingerprint must be 16 hex digits, or empty for the jobs that died without one")
+
+        def work(who: Identity) -> dict[str, Any]:
+            reads.check(self.ctx.db, who)
+            where = triage.TriageFilter(fingerprint=fp)
+            return {"preview": triage.preview(self.ctx.db, who, where), "fingerprint": fp, "now": self._now()}
+
+        return await self.page(request, "dead_group.html", work, "Dead-letter group: dry run")
 
     async def roles(self, request: Request) -> Response:
         def work(who: Identity) -> dict[str, Any]:

@@ -34,10 +34,13 @@
     });
   }
 
-  // Every form that changes something asks first.
+  // Every form that changes something asks first. Once a form is on its way the live part is
+  // left alone, so a refresh cannot replace the form under the browser's submission.
+  var leaving = false;
   document.addEventListener("submit", function (e) {
     var msg = e.target.getAttribute("data-confirm");
-    if (msg && !window.confirm(msg)) e.preventDefault();
+    if (msg && !window.confirm(msg)) { e.preventDefault(); return; }
+    leaving = true;
   });
 
   // The live part: the server pushes the commit log's end over a WebSocket (/dashboard/live/socket)
@@ -50,8 +53,9 @@
     var busy = false;
     var socketOpen = false;
 
+    var behind = 0; // fragments in a row that came back older than the end heard of
     function refresh() {
-      if (busy || wanted === null || String(wanted) === version) return;
+      if (leaving || busy || wanted === null || String(wanted) === version) return;
       busy = true;
       var target = wanted;
       fetch(window.location.href, {
@@ -70,7 +74,10 @@
       }).catch(function () { /* the server is restarting: the next version or poll tries again */ })
         .then(function () {
           busy = false;
-          if (wanted !== null && Number(version) < Number(wanted)) setTimeout(refresh, 500);
+          // A shared count taken before the newest commit is retaken within a second or two:
+          // ask again a few times, then wait for the next commit.
+          behind = wanted !== null && Number(version) < Number(wanted) ? behind + 1 : 0;
+          if (behind > 0 && behind <= 4) setTimeout(refresh, 750);
         });
     }
 
