@@ -76,15 +76,25 @@ async def change(ctx: ServerContext, request: Request) -> Response:
     return json_response(out(row))
 
 
+async def _no_body(ctx: ServerContext, request: Request) -> None:
+    """These routes take no fields: a body, if sent, must be `{}`, as their schema (NoBody) and
+    the job routes say. The caller is authenticated first: a bad token is a 401 whatever the body."""
+    ctx.caller(request)
+    await inputs.body(request, wire.NoBody, ctx.body_limit)
+
+
 async def enable(ctx: ServerContext, request: Request) -> Response:
+    await _no_body(ctx, request)
     return json_response(out(await _write(ctx, request, "enable_recurring", _id(request))))
 
 
 async def disable(ctx: ServerContext, request: Request) -> Response:
+    await _no_body(ctx, request)
     return json_response(out(await _write(ctx, request, "disable_recurring", _id(request))))
 
 
 async def run_now(ctx: ServerContext, request: Request) -> Response:
+    await _no_body(ctx, request)
     return json_response(render.job(await _write(ctx, request, "run_recurring_now", _id(request))))
 
 
