@@ -5,9 +5,11 @@ count does not, so this is the figure to compare before and after a change to th
 
     python bench/instructions.py            # ~2 minutes: two runs under valgrind
     python bench/instructions.py --tree DIR # the same for another checkout (a baseline)
+    python bench/instructions.py --empty    # the runtime's fixed cost: a reducer that does nothing
 
 It runs N and N + 1000 lifecycles (enqueue, claim, complete; fsync off) and divides the
-difference by the 3,000 calls, so start-up and imports cancel out.
+difference by the 3,000 calls, so start-up and imports cancel out. `--empty` does the same with
+3 calls of an empty reducer per round (no arguments, no rows, so no commit record).
 """
 
 from __future__ import annotations
@@ -33,12 +35,28 @@ for i in range(int(sys.argv[1])):
 db.close()
 """
 
+_EMPTY = """
+import sys, tempfile
+from stdbmod import Database, Identity, Module
+mod = Module("empty")
+@mod.reducer
+def noop(ctx):
+    pass
+owner = Identity.from_claims("bench", "owner")
+db = Database.create(tempfile.mkdtemp(), mod, owner=owner, durable=False)
+for i in range(int(sys.argv[1])):
+    db.call("noop", sender=owner)
+    db.call("noop", sender=owner)
+    db.call("noop", sender=owner)
+db.close()
+"""
 
-def instructions(tree: str, lifecycles: int) -> int:
+
+def instructions(tree: str, lifecycles: int, program: str = _LIFECYCLES) -> int:
     with tempfile.TemporaryDirectory() as d:
         script = os.path.join(d, "lifecycles.py")
         with open(script, "w") as f:
-            f.write(_LIFECYCLES)
+            f.write(program)
         env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
         out = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={os.path.join(d, 'cg.out')}", sys.executable, script, str(lifecycles)],
@@ -54,13 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tree", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), help="checkout whose stdbmod to measure")
     p.add_argument("--base", type=int, default=300, help="lifecycles of the first run (start-up cost)")
+    p.add_argument("--empty", action="store_true", help="an empty reducer instead of the retry lifecycle")
     a = p.parse_args(argv)
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 2
-    first = instructions(a.tree, a.base)
-    second = instructions(a.tree, a.base + 1000)
-    print(f"{(second - first) / 3000:,.0f} instructions per reducer call (retry lifecycle, fsync off; {a.tree})")
+    program, what = (_EMPTY, "empty reducer") if a.empty else (_LIFECYCLES, "retry lifecycle")
+    first = instructions(a.tree, a.base, program)
+    second = instructions(a.tree, a.base + 1000, program)
+    print(f"{(second - first) / 3000:,.0f} instructions per reducer call ({what}, fsync off; {a.tree})")
     return 0
 
 

@@ -100,12 +100,12 @@ class Core:
                     continue
                 return
             try:
-                offset = commitlog.next_offset(outer)
+                offset: int | None = None  # read from the log when a job first has a record to write
                 for job, _ in batch:
                     ok, value, record, sched = run_job(job, outer, offset)
                     if record is not None:
                         records.append(record)
-                        offset += 1
+                        offset = record.offset + 1
                     if sched is not None and (armed is None or sched < armed):
                         armed = sched
                     outcomes.append((ok, value))
@@ -185,7 +185,7 @@ class Core:
         if self.hooks.on_panic is not None:
             self.hooks.on_panic(e)
 
-    def _timed_job(self, job: Job, outer: WriteTxn, offset: int) -> tuple[bool, Any, commitlog.CommitRecord | None, int | None]:
+    def _timed_job(self, job: Job, outer: WriteTxn, offset: int | None) -> tuple[bool, Any, commitlog.CommitRecord | None, int | None]:
         """`_run_job`, its nanoseconds appended to `_spent` (for `hooks.on_batch`)."""
         t0 = perf_counter_ns()
         try:
@@ -193,8 +193,10 @@ class Core:
         finally:
             self._spent.append(perf_counter_ns() - t0)
 
-    def _run_job(self, job: Job, outer: WriteTxn, offset: int) -> tuple[bool, Any, commitlog.CommitRecord | None, int | None]:
-        """(ok, result or error, commit record, the earliest due time it armed)."""
+    def _run_job(self, job: Job, outer: WriteTxn, offset: int | None) -> tuple[bool, Any, commitlog.CommitRecord | None, int | None]:
+        """(ok, result or error, commit record, the earliest due time it armed). `offset`: the
+        next record's, or None when no job of the batch wrote one yet (then the log says; a
+        call that changes nothing never reads it)."""
         if job.timestamp is None:
             job.timestamp = job.start_time(self.clock.now())
         child = outer.child()
@@ -202,7 +204,7 @@ class Core:
         logs = tx.logs
         try:
             value = job.run(self.contexts, tx)
-            record = None if job.skip_record else record_of(job, tx, offset)
+            record = None if job.skip_record else record_of(job, tx, child, offset)
             if tx.event_tables:
                 tx.drop_events()  # after the record took them: events are logged, never stored
             if record is not None:

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..schema import ReducerDef
+from ..storage import ReadTxn
 from ..types import ConnectionId, Every, Identity, Timestamp
 from . import schedules, spaces
-from .commitlog import CommitRecord, RecordKind, TableChange
+from .commitlog import CommitRecord, RecordKind, TableChange, next_offset
 from .context import ContextFactory, ReducerContext
 from .tables import decode_row, delete_at
 from .transaction import Transaction
@@ -169,8 +170,9 @@ class ScheduledJob(Job):
         )
 
 
-def record_of(job: Job, tx: Transaction, offset: int) -> CommitRecord | None:
-    """The commit record of a finished job: its net row changes, or None if it changed nothing."""
+def record_of(job: Job, tx: Transaction, txn: ReadTxn, offset: int | None) -> CommitRecord | None:
+    """The commit record of a finished job: its net row changes, or None if it changed nothing.
+    `offset` is the record's, or None to read the commit log's next one from `txn`."""
     by_table: dict[str, tuple[list[bytes], list[bytes]]] = {}
     for (table, _), (before, after) in tx.changes.items():
         if before == after:
@@ -184,7 +186,7 @@ def record_of(job: Job, tx: Transaction, offset: int) -> CommitRecord | None:
         return None
     assert job.timestamp is not None
     return CommitRecord(
-        offset=offset,
+        offset=next_offset(txn) if offset is None else offset,
         timestamp=job.timestamp.micros,
         kind=job.kind,
         reducer=job.reducer,
