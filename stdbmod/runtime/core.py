@@ -81,6 +81,10 @@ class Core:
         tries = 0
         timed = self.hooks.on_batch is not None  # a hook that wants timings: time each job and the commit
         run_job = self._timed_job if timed else self._run_job
+        # A lone job runs straight in the batch's transaction, not in a nested one of its own
+        # (LMDB: a nested transaction costs more than many a reducer), where the storage can
+        # abort and begin again cheaply; if it fails, that is what undoes its writes.
+        lone = len(batch) == 1 and self.storage.cheap_abort
         while True:
             outcomes: list[tuple[bool, Any]] = []
             records: list[commitlog.CommitRecord] = []
@@ -102,7 +106,17 @@ class Core:
             try:
                 offset: int | None = None  # read from the log when a job first has a record to write
                 for job, _ in batch:
-                    ok, value, record, sched = run_job(job, outer, offset)
+                    if lone:
+                        try:
+                            ok, value, record, sched = run_job(job, outer, offset, False)
+                        except _Unwound as failed:
+                            # the lone call failed with its writes in `outer`: drop them all, and
+                            # record the failure (log lines, follow-up) in a fresh transaction
+                            outer.abort()
+                            outer = self.storage.begin_write()
+                            ok, value, record, sched = self._failed(job, outer, failed.error, failed.logs, offset)
+                    else:
+                        ok, value, record, sched = run_job(job, outer, offset, True)
                     if record is not None:
                         records.append(record)
                         offset = record.offset + 1
@@ -185,51 +199,82 @@ class Core:
         if self.hooks.on_panic is not None:
             self.hooks.on_panic(e)
 
-    def _timed_job(self, job: Job, outer: WriteTxn, offset: int | None) -> tuple[bool, Any, commitlog.CommitRecord | None, int | None]:
+    def _timed_job(
+        self, job: Job, outer: WriteTxn, offset: int | None, nested: bool
+    ) -> tuple[bool, Any, commitlog.CommitRecord | None, int | None]:
         """`_run_job`, its nanoseconds appended to `_spent` (for `hooks.on_batch`)."""
         t0 = perf_counter_ns()
         try:
-            return self._run_job(job, outer, offset)
+            return self._run_job(job, outer, offset, nested)
         finally:
             self._spent.append(perf_counter_ns() - t0)
 
-    def _run_job(self, job: Job, outer: WriteTxn, offset: int | None) -> tuple[bool, Any, commitlog.CommitRecord | None, int | None]:
+    def _run_job(
+        self, job: Job, outer: WriteTxn, offset: int | None, nested: bool = True
+    ) -> tuple[bool, Any, commitlog.CommitRecord | None, int | None]:
         """(ok, result or error, commit record, the earliest due time it armed). `offset`: the
         next record's, or None when no job of the batch wrote one yet (then the log says; a
-        call that changes nothing never reads it)."""
+        call that changes nothing never reads it). `nested`: in a transaction of its own inside
+        `outer`; if not, it writes straight into `outer` and a failure raises `_Unwound` (the
+        caller must abort `outer`, then record the failure with `_failed`)."""
         if job.timestamp is None:
             job.timestamp = job.start_time(self.clock.now())
-        child = outer.child()
-        tx = Transaction(child, job.timestamp)
+        txn = outer.child() if nested else outer
+        tx = Transaction(txn, job.timestamp)
         logs = tx.logs
         try:
             value = job.run(self.contexts, tx)
-            record = None if job.skip_record else record_of(job, tx, child, offset)
+            record = None if job.skip_record else record_of(job, tx, txn, offset)
             if tx.event_tables:
                 tx.drop_events()  # after the record took them: events are logged, never stored
             if record is not None:
-                commitlog.append(child, record)
+                commitlog.append(txn, record)
                 job.offset = record.offset  # whoever tracks the call finds its commit by it
-            child.commit()
-            ok, result = True, value
+            if nested:
+                txn.commit()
         except (StorageFull, StorageError):
-            child.abort()
+            if nested:
+                txn.abort()
             raise
-        except SenderError as e:
-            child.abort()
-            ok, result, record = False, e, None
-            logs.append(("error", str(e)))
         except Exception as e:
-            child.abort()
-            ok, result, record = False, ReducerFailed(job.reducer), None
-            logs.append(("panic", "".join(traceback.format_exception(e)).rstrip()))
+            if nested:
+                txn.abort()
+            if isinstance(e, SenderError):
+                error: Exception = e
+                logs.append(("error", str(e)))
+            else:
+                error = ReducerFailed(job.reducer)
+                logs.append(("panic", "".join(traceback.format_exception(e)).rstrip()))
+            if not nested:
+                raise _Unwound(error, logs) from None
+            return self._failed(job, outer, error, logs, offset)
         if logs:
             self._logged = True
             for level, message in logs:
                 self.dblog.append(outer, job.timestamp.micros, level, job.reducer, message)
-        follow_up = None if ok else job.follow_up()
+        return True, value, record, tx.earliest_armed
+
+    def _failed(
+        self, job: Job, outer: WriteTxn, error: Exception, logs: list[tuple[str, str]], offset: int | None
+    ) -> tuple[bool, Any, commitlog.CommitRecord | None, int | None]:
+        """A failed job's outcome, written to `outer` (whose transaction holds none of the job's
+        writes): its log lines, and its follow-up's commit."""
+        assert job.timestamp is not None
+        if logs:
+            self._logged = True
+            for level, message in logs:
+                self.dblog.append(outer, job.timestamp.micros, level, job.reducer, message)
+        follow_up = job.follow_up()
         if follow_up is not None:  # a failed schedule row's cleanup (schedules.py, rule 4)
             _, _, rec, _ = self._run_job(follow_up, outer, offset)
             if rec is not None:
-                return ok, result, rec, None
-        return ok, result, record, tx.earliest_armed if ok else None  # a failed call's rows are gone
+                return False, error, rec, None
+        return False, error, None, None  # a failed call's rows are gone: it armed nothing
+
+
+class _Unwound(Exception):
+    """A job run straight in the batch's transaction failed (its error and log lines)."""
+
+    def __init__(self, error: Exception, logs: list[tuple[str, str]]) -> None:
+        self.error = error
+        self.logs = logs

@@ -89,6 +89,10 @@ class Storage(ABC):
     # Whether several processes serve this store at once (PostgreSQL nodes): then no one of them
     # may take what another left (its open connections) for what a crash left.
     shared = False
+    # Whether aborting a write transaction and beginning another costs next to nothing (no round
+    # trip): the runtime then runs a lone call straight in the batch's transaction instead of a
+    # nested one, and undoes a failed one by aborting it all.
+    cheap_abort = False
 
     @abstractmethod
     def ensure_spaces(self, names: Iterable[str]) -> None:

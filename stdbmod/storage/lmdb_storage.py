@@ -261,6 +261,8 @@ class LmdbStorage(Storage):
     `readonly=True` opens an existing database for reading only (no file is created or written,
     so it works on read-only media); a write transaction is then refused."""
 
+    cheap_abort = True  # no nested transaction per lone call (Storage.cheap_abort)
+
     def __init__(
         self, path: str, *, map_size: int = DEFAULT_MAP_SIZE, durable: bool = True, max_spaces: int = 0, readonly: bool = False
     ) -> None:

@@ -90,6 +90,8 @@ class _MemWrite(_MemRead, WriteTxn):
 
 
 class MemoryStorage(Storage):
+    cheap_abort = True  # no nested transaction per lone call (Storage.cheap_abort)
+
     def __init__(self) -> None:
         self._spaces: _Spaces = {}
         self._writer = threading.Lock()

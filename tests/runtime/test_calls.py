@@ -130,6 +130,31 @@ def test_failed_calls_write_no_commit_record(db: Database) -> None:
     assert len(db.commit_log()) == before
 
 
+def test_a_lone_failed_call_and_one_in_a_batch_leave_the_same_state_and_log(db: Database, make_db: Callable[..., Database]) -> None:
+    """A lone call runs straight in its batch's transaction (no nested one) and a failure aborts
+    that transaction; in a batch each call has a nested transaction. Same outcome either way."""
+    other = make_db(m)
+    outcomes = []
+    for database, lone in ((db, True), (other, False)):
+        database.call("add", "before", sender=ALICE)
+        for text in ("refuse", "crash"):
+            if lone:
+                with pytest.raises((SenderError, ReducerFailed)):
+                    database.call("add", text, 2, sender=ALICE)
+            else:  # the batch: a good call on each side of the failing one, one commit
+                results = database._writer.run_many([database._job(r, a, ALICE, None) for r, a in (("add", ("a",)), ("add", (text, 2)), ("add", ("b",)))])
+                with pytest.raises((SenderError, ReducerFailed)):
+                    results[1].result()
+                assert [results[0].result(), results[2].result()] == ([2, 3] if text == "refuse" else [4, 5])
+        database.call("add", "after", sender=ALICE)
+        logs = [(line.level, line.reducer, line.message.splitlines()[0]) for line in database.logs() if line.level in ("error", "panic")]
+        outcomes.append((logs, [n for n in notes(database) if n not in ("a", "b")], [r.reducer for r in database.commit_log()]))
+    assert outcomes[0][0] == outcomes[1][0] == [("error", "add", "refused: refuse"), ("panic", "add", "Traceback (most recent call last):")]
+    assert outcomes[0][1] == outcomes[1][1] == ["before", "after"]
+    assert outcomes[0][2] == ["init", "add", "add"]
+    assert outcomes[1][2] == ["init", "add", "add", "add", "add", "add", "add"]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
