@@ -43,7 +43,7 @@ class TxView:
         return self._stack[-1]  # type: ignore[no-any-return]
 
     def get_row(self, table: TableDef, pk_key: bytes) -> bytes | None:
-        return self.txn.get(spaces.rows(table.name), pk_key)
+        return self._stack[-1].get((_plans.get(id(table)) or _plan(table)).rows, pk_key)  # type: ignore[no-any-return]
 
     def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Any, row_new: Any) -> None:
         raise ReadOnlyError(f"table {table.name} is read-only here: writes happen inside reducers")
@@ -76,40 +76,46 @@ class Transaction(TxView):
         if table.scheduled is not None and row_new is not None:
             schedules.check_delay(table, row_new, self.timestamp)  # before any of the write
         txn = self.wtxn
+        plan = _plans.get(id(table)) or _plan(table)
         change_key = (table.name, pk_key)
         first = self.changes.get(change_key)
         self.changes[change_key] = (old if first is None else first[0], new)
-        # Column encodings are shared between indexes (status is in three of the task's), so
-        # each row's are made once, as an index first needs them.
-        enc_old: dict[int, bytes] = {}
-        enc_new: dict[int, bytes] = {}
-        changed: set[int] | None = None  # an update: the indexed columns whose values changed
         if row_old is not None and row_new is not None:
-            changed = {p for p in table.indexed_positions if not _same(row_old[p], row_new[p])}
-        for ix in table.indexes.values():
-            if changed is not None:
-                if changed.isdisjoint(ix.positions):
-                    continue  # the common case of an update: no key to build
-                old_k = _key(row_old, ix.positions, enc_old)
-                new_k = _updated_key(row_new, ix.positions, enc_new, enc_old, changed)
-                if old_k == new_k:
-                    continue
-            elif row_old is not None:
-                old_k, new_k = _key(row_old, ix.positions, enc_old), None
-            else:
-                old_k, new_k = None, _key(row_new, ix.positions, enc_new)
-            space = spaces.index(table.name, ix.name)
-            if old_k is not None:
-                txn.delete(space, old_k if ix.unique else old_k + pk_key)
-            if new_k is not None:
-                key = new_k if ix.unique else new_k + pk_key
+            # an update: only the indexes over columns whose values changed (most of them keep
+            # their keys); each column's encoding is made once, as an index first needs it
+            changed = {p for p in plan.positions if not _same(row_old[p], row_new[p])}
+            if changed:
+                enc_old: dict[int, bytes] = {}
+                enc_new: dict[int, bytes] = {}
+                for ix_name, positions, unique, space in plan.indexes:
+                    if changed.isdisjoint(positions):
+                        continue
+                    old_k = _key(row_old, positions, enc_old)
+                    new_k = _updated_key(row_new, positions, enc_new, enc_old, changed)
+                    if old_k == new_k:
+                        continue
+                    txn.delete(space, old_k if unique else old_k + pk_key)
+                    key = new_k if unique else new_k + pk_key
+                    if len(key) > MAX_KEY_SIZE:
+                        raise KeyTooLarge(f"{table.name}.{ix_name}: the indexed value is too long for a key")
+                    txn.put(space, key, pk_key)
+        elif row_old is not None:  # a delete: every index entry goes
+            enc = _encoded(row_old, plan.positions)
+            for _, positions, unique, space in plan.indexes:
+                k = enc[positions[0]] if len(positions) == 1 else b"".join([enc[p] for p in positions])
+                txn.delete(space, k if unique else k + pk_key)
+        else:  # an insert: every index gets an entry
+            enc = _encoded(row_new, plan.positions)
+            for ix_name, positions, unique, space in plan.indexes:
+                k = enc[positions[0]] if len(positions) == 1 else b"".join([enc[p] for p in positions])
+                key = k if unique else k + pk_key
                 if len(key) > MAX_KEY_SIZE:
-                    raise KeyTooLarge(f"{table.name}.{ix.name}: the indexed value is too long for a key")
+                    raise KeyTooLarge(f"{table.name}.{ix_name}: the indexed value is too long for a key")
                 txn.put(space, key, pk_key)
         if new is None:
-            txn.delete(spaces.rows(table.name), pk_key)
+            txn.delete(plan.rows, pk_key)
         else:
-            txn.put(spaces.rows(table.name), pk_key, new)
+            txn.put(plan.rows, pk_key, new)
             if table.event:
                 self.event_tables[table.name] = table
         if table.scheduled is not None:
@@ -165,6 +171,37 @@ class Transaction(TxView):
         else:
             self._stack.pop()
             child.commit()
+
+
+class _Plan:
+    """What `write_row` needs of a table, made once: the names of its spaces, and per index
+    (name, column positions, unique, space)."""
+
+    __slots__ = ("table", "rows", "indexes", "positions")
+
+    def __init__(self, table: TableDef) -> None:
+        self.table = table  # held, so its id (the cache's key) is never another table's
+        self.rows = spaces.rows(table.name)
+        self.indexes = [(ix.name, ix.positions, ix.unique, spaces.index(table.name, ix.name)) for ix in table.indexes.values()]
+        self.positions = table.indexed_positions
+
+
+_plans: dict[int, _Plan] = {}  # id(TableDef) -> its plan (TableDefs are not hashable)
+
+
+def _plan(table: TableDef) -> _Plan:
+    plan = _plans[id(table)] = _Plan(table)
+    return plan
+
+
+def _encoded(row: tuple[Any, ...], positions: tuple[int, ...]) -> dict[int, bytes]:
+    """The key encodings of `row`'s values at `positions`."""
+    enc: dict[int, bytes] = {}
+    for p in positions:
+        v = row[p]
+        fast = _fast(type(v))
+        enc[p] = fast(v) if fast is not None else encode_value(v)
+    return enc
 
 
 def _key(row: tuple[Any, ...], positions: tuple[int, ...], encoded: dict[int, bytes]) -> bytes:
