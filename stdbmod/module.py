@@ -59,16 +59,20 @@ class Module:
         indexes: dict[str, tuple[str, ...]] | None = None,
         scheduled: str | Callable[..., Any] | None = None,
         event: bool = False,
+        cached: bool = False,
     ) -> Any:
         """Declare a table (`@mod.table` or `@mod.table(public=True, ...)`).
 
         `scheduled` names the reducer (or is the function) its rows fire. `event=True`: an event
         table (SpacetimeDB 2.x), whose rows exist only inside the transaction that inserts them:
-        subscribers and the commit log get them as inserts, the tables never keep them."""
+        subscribers and the commit log get them as inserts, the tables never keep them.
+        `cached=True`: a small table read far more often than written (roles, settings); the
+        writer keeps the rows reducers read by key (find, contains) from one call to the next,
+        until the table is written, a call fails or another writer commits (docs/performance.md)."""
 
         def register(cls: T) -> T:
             target = scheduled if scheduled is None or isinstance(scheduled, str) else scheduled.__name__
-            self._add_table(build_table(cls, name=name, public=public, indexes=indexes, scheduled=target, event=event))
+            self._add_table(build_table(cls, name=name, public=public, indexes=indexes, scheduled=target, event=event, cached=cached))
             return cls
 
         return register(row_type) if row_type is not None else register

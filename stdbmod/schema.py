@@ -123,6 +123,9 @@ class TableDef:
     public: bool
     scheduled: str | None = None
     event: bool = False  # rows live only inside their transaction (runtime/transaction.py)
+    # read far more often than written (roles, settings): the writer keeps the rows its reducers
+    # read by key between calls (runtime/transaction.py, `RowCache`); not part of the stored schema
+    cached: bool = False
     decoder: msgspec.msgpack.Decoder[Any] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -187,6 +190,7 @@ def build_table(
     indexes: dict[str, tuple[str, ...]] | None,
     scheduled: str | None,
     event: bool = False,
+    cached: bool = False,
 ) -> TableDef:
     if not (isinstance(row_type, type) and issubclass(row_type, msgspec.Struct)):
         raise SchemaError(f"a table must be a msgspec.Struct, not {row_type!r}")
@@ -244,7 +248,7 @@ def build_table(
     if event and scheduled is not None:
         raise SchemaError(f"table {tname}: an event table cannot be a schedule table (its rows never outlive the transaction)")
     try:
-        table = TableDef(tname, row_type, columns, pk, auto_inc, ixs, public, scheduled, event)
+        table = TableDef(tname, row_type, columns, pk, auto_inc, ixs, public, scheduled, event, cached)
     except TypeError as e:
         raise SchemaError(f"table {tname}: {e}") from None
     return table

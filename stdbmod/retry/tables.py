@@ -213,9 +213,10 @@ class Completion(msgspec.Struct, forbid_unknown_fields=True):
 def declare_tables(mod: Module) -> None:
     mod.table(Task, indexes=TASK_INDEXES)
     mod.table(Attempt)
-    mod.table(RetryAdmin)
-    mod.table(RetryWorker)
-    mod.table(RetrySettings)
+    # roles and settings: read by nearly every call (roles.py, settings_of), rarely written
+    mod.table(RetryAdmin, cached=True)
+    mod.table(RetryWorker, cached=True)
+    mod.table(RetrySettings, cached=True)
     mod.table(AttemptTimer, scheduled="run_attempt")
     mod.table(LeaseSweep, scheduled="sweep_leases")
     mod.table(LeaseTimer, scheduled="reap_lease")

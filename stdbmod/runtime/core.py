@@ -26,7 +26,7 @@ from .clock import Clock
 from .context import ContextFactory
 from .dblog import DbLog
 from .jobs import Job, record_of
-from .transaction import Transaction
+from .transaction import RowCache, Transaction
 
 log = logging.getLogger("stdbmod")
 
@@ -68,6 +68,11 @@ class Core:
         self.hooks = Hooks()
         self.contexts = ContextFactory(module, identity)
         self._logged = False  # whether the batch being run wrote log lines
+        # Rows of `cached` tables (roles, settings) the calls read, kept from batch to batch while
+        # no other writer commits in between: valid for the batch whose transaction has serial
+        # `_cache_serial` (set after a commit that changed something; see WriteTxn.serial)
+        self._cache: RowCache = {}
+        self._cache_serial: int | None = None
         self._spent: list[int] = []  # a timed batch's job durations (hooks.on_batch)
 
     # --- batches -------------------------------------------------------------------------------
@@ -103,6 +108,10 @@ class Core:
                 if self._again(e, batch, started, tries):
                     continue
                 return
+            serial = outer.serial()
+            if serial is None or serial != self._cache_serial:
+                self._cache.clear()  # another writer may have changed what it holds
+            self._cache_serial = None  # until this batch commits
             try:
                 offset: int | None = None  # read from the log when a job first has a record to write
                 for job, _ in batch:
@@ -113,6 +122,7 @@ class Core:
                             # the lone call failed with its writes in `outer`: drop them all, and
                             # record the failure (log lines, follow-up) in a fresh transaction
                             outer.abort()
+                            serial = None
                             outer = self.storage.begin_write()
                             ok, value, record, sched = self._failed(job, outer, failed.error, failed.logs, offset)
                     else:
@@ -135,6 +145,8 @@ class Core:
                     committing = perf_counter_ns() - t0
                 else:
                     outer.commit()
+                if records and serial is not None:
+                    self._cache_serial = serial + 1  # it changed something: LMDB moved one on
                 break
             except TransientStorageError as e:
                 outer.abort()
@@ -220,7 +232,7 @@ class Core:
         if job.timestamp is None:
             job.timestamp = job.start_time(self.clock.now())
         txn = outer.child() if nested else outer
-        tx = Transaction(txn, job.timestamp)
+        tx = Transaction(txn, job.timestamp, self._cache)
         logs = tx.logs
         try:
             value = job.run(self.contexts, tx)
@@ -235,10 +247,12 @@ class Core:
         except (StorageFull, StorageError):
             if nested:
                 txn.abort()
+            self._cache.clear()
             raise
         except Exception as e:
             if nested:
                 txn.abort()
+            self._cache.clear()  # it may hold rows the failed call wrote
             if isinstance(e, SenderError):
                 error: Exception = e
                 logs.append(("error", str(e)))

@@ -28,22 +28,40 @@ class ReadOnlyError(StdbError, PermissionError):
     status_code = 403
 
 
+RowCache = dict[str, dict[bytes, bytes | None]]  # table -> stored key -> the row's bytes (None: absent)
+_CACHE_ROWS = 4096  # rows kept per cached table at most (they are meant to be few)
+_MISS = object()
+
+
 class TxView:
     """Reads over a storage transaction; `Transaction` adds the writes."""
 
     writable = False
 
-    def __init__(self, txn: ReadTxn, timestamp: Timestamp) -> None:
+    def __init__(self, txn: ReadTxn, timestamp: Timestamp, cache: RowCache | None = None) -> None:
         self._stack: list[Any] = [txn]
         self.timestamp = timestamp
         self.logs: list[tuple[str, str]] = []  # (level, message) for the database log
+        # The writer's rows of `cached` tables, read in earlier calls: valid for this transaction
+        # (the core empties it when another writer committed or a call failed; a write to a
+        # cached table drops that table's rows)
+        self.cache = cache
 
     @property
     def txn(self) -> ReadTxn:
         return self._stack[-1]  # type: ignore[no-any-return]
 
     def get_row(self, table: TableDef, pk_key: bytes) -> bytes | None:
-        return self._stack[-1].get((_plans.get(id(table)) or _plan(table)).rows, pk_key)  # type: ignore[no-any-return]
+        space = (_plans.get(id(table)) or _plan(table)).rows
+        if table.cached and self.cache is not None:
+            rows = self.cache.get(table.name)
+            if rows is None or len(rows) >= _CACHE_ROWS:
+                rows = self.cache[table.name] = {}
+            raw = rows.get(pk_key, _MISS)
+            if raw is _MISS:
+                raw = rows[pk_key] = self._stack[-1].get(space, pk_key)
+            return raw  # type: ignore[return-value]
+        return self._stack[-1].get(space, pk_key)  # type: ignore[no-any-return]
 
     def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Any, row_new: Any) -> None:
         raise ReadOnlyError(f"table {table.name} is read-only here: writes happen inside reducers")
@@ -58,8 +76,8 @@ class Transaction(TxView):
 
     writable = True
 
-    def __init__(self, txn: WriteTxn, timestamp: Timestamp) -> None:
-        super().__init__(txn, timestamp)
+    def __init__(self, txn: WriteTxn, timestamp: Timestamp, cache: RowCache | None = None) -> None:
+        super().__init__(txn, timestamp, cache)
         self.changes: dict[tuple[str, bytes], tuple[bytes | None, bytes | None]] = {}
         self.sequences: dict[str, int] = {}
         self.earliest_armed: int | None = None  # the earliest due time armed (the scheduler's wake-up)
@@ -77,6 +95,8 @@ class Transaction(TxView):
             schedules.check_delay(table, row_new, self.timestamp)  # before any of the write
         txn = self.wtxn
         plan = _plans.get(id(table)) or _plan(table)
+        if table.cached and self.cache is not None:
+            self.cache.pop(table.name, None)
         change_key = (table.name, pk_key)
         first = self.changes.get(change_key)
         self.changes[change_key] = (old if first is None else first[0], new)
@@ -167,6 +187,8 @@ class Transaction(TxView):
             self._stack.pop()
             child.abort()
             self.changes, self.sequences, self.earliest_armed = saved
+            if self.cache is not None:
+                self.cache.clear()  # it may hold rows read after a write the abort undid
             raise
         else:
             self._stack.pop()

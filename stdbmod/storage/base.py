@@ -77,6 +77,12 @@ class WriteTxn(ReadTxn):
         for key in [k for k, _ in self.scan(space)]:
             self.delete(space, key)
 
+    def serial(self) -> int | None:
+        """This write transaction's number in the store's sequence of commits: if it commits a
+        change and no other writer commits after it, the next write transaction has serial + 1.
+        None if the store cannot tell (the runtime then trusts its caches for one batch only)."""
+        return None
+
     def announce(self, message: str) -> None:
         """Tell the other processes writing this store, if and when this transaction commits
         (`Storage.watch`). A store only one process writes (LMDB, memory) has nobody to tell."""

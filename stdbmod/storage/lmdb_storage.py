@@ -229,6 +229,9 @@ class _LmdbWrite(_LmdbRead, WriteTxn):
         with _translated():
             self._txn.drop(db, delete=False)  # frees the tree's pages at once, no per-key work
 
+    def serial(self) -> int | None:
+        return int(self._txn.id())  # LMDB's transaction id: the last committed one's + 1
+
     def child(self) -> WriteTxn:
         try:
             return _LmdbWrite(self._s, self._s._env.begin(write=True, parent=self._txn))

@@ -1,0 +1,124 @@
+"""Tables declared `cached=True`: the writer keeps the rows its reducers read by key from one call
+to the next. Every read must still see exactly what a read of the storage would."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+import msgspec
+import pytest
+
+from stdbmod import Database, Module, PrimaryKey, ReducerContext, SenderError
+from stdbmod.codec import msgpack_encoder
+from stdbmod.keys import encode_value
+from stdbmod.runtime import spaces
+from tests.conftest import ALICE
+
+m = Module("cached")
+
+
+@m.table(cached=True)
+class Setting(msgspec.Struct):
+    id: Annotated[int, PrimaryKey()]
+    value: int
+
+
+@m.table
+class Seen(msgspec.Struct):
+    id: Annotated[int, PrimaryKey(auto_inc=True)]
+    value: int | None
+
+
+def _value(ctx: ReducerContext) -> int | None:
+    row = ctx.db.setting.id.find(0)
+    return None if row is None else row.value
+
+
+@m.reducer
+def read(ctx: ReducerContext) -> int | None:
+    value = _value(ctx)
+    ctx.db.seen.insert(Seen(0, value))  # a commit record, so the cache outlives the batch
+    return value
+
+
+@m.reducer
+def put(ctx: ReducerContext, value: int, fail: bool = False) -> int | None:
+    if ctx.db.setting.id.find(0) is None:
+        ctx.db.setting.insert(Setting(0, value))
+    else:
+        ctx.db.setting.id.update(Setting(0, value))
+    seen = _value(ctx)  # read back after the write: the cache must not keep it past a failure
+    if fail:
+        raise SenderError("no")
+    return seen
+
+
+@m.reducer
+def put_in_savepoint(ctx: ReducerContext, value: int) -> tuple[int | None, int | None]:
+    try:
+        with ctx.savepoint():
+            ctx.db.setting.id.update(Setting(0, value))
+            inside = _value(ctx)
+            raise ValueError("roll back")
+    except ValueError:
+        pass
+    return inside, _value(ctx)
+
+
+@m.reducer
+def drop(ctx: ReducerContext) -> None:
+    ctx.db.setting.id.delete(0)
+
+
+@pytest.fixture
+def db(make_db: Callable[..., Database]) -> Database:
+    return make_db(m)
+
+
+def test_reads_follow_writes_of_other_calls(db: Database) -> None:
+    assert db.call("read", sender=ALICE) is None
+    assert db.call("put", 1, sender=ALICE) == 1
+    assert db.call("read", sender=ALICE) == 1
+    assert db.call("read", sender=ALICE) == 1  # from the cache, still right
+    db.call("drop", sender=ALICE)
+    assert db.call("read", sender=ALICE) is None
+
+
+def test_a_failed_call_leaves_no_trace_in_the_cache(db: Database) -> None:
+    db.call("put", 1, sender=ALICE)
+    assert db.call("read", sender=ALICE) == 1
+    with pytest.raises(SenderError):
+        db.call("put", 2, True, sender=ALICE)  # wrote 2 and read it back, then failed
+    assert db.call("read", sender=ALICE) == 1
+    # the same inside a batch: the failing call sits between two reads that share its commit
+    calls = [("read", ()), ("put", (3, True)), ("read", ())]
+    results = db._writer.run_many([db._job(r, a, ALICE, None) for r, a in calls])
+    assert results[0].result() == 1 and results[2].result() == 1
+    with pytest.raises(SenderError):
+        results[1].result()
+    assert db.call("read", sender=ALICE) == 1
+
+
+def test_a_savepoint_rollback_is_seen(db: Database) -> None:
+    db.call("put", 1, sender=ALICE)
+    assert db.call("read", sender=ALICE) == 1
+    assert db.call("put_in_savepoint", 5, sender=ALICE) == (5, 1)
+    assert db.call("read", sender=ALICE) == 1
+
+
+def test_a_commit_by_another_writer_empties_the_cache(db: Database) -> None:
+    db.call("put", 1, sender=ALICE)
+    assert db.call("read", sender=ALICE) == 1
+    # a write transaction that is not one of the writer's batches (another process, a tool)
+    txn = db.storage.begin_write()
+    txn.put(spaces.rows("setting"), encode_value(0), msgpack_encoder.encode(Setting(0, 7)))
+    txn.commit()
+    assert db.call("read", sender=ALICE) == 7
+
+
+def test_batches_that_write_and_read_agree_with_the_storage(db: Database) -> None:
+    out = db.call_many([("put", (1,), ALICE), ("read", (), ALICE), ("put", (2,), ALICE), ("read", (), ALICE), ("drop", (), ALICE), ("read", (), ALICE)])
+    assert out == [1, 1, 2, 2, None, None]
+    with db.read() as view:
+        assert [s.value for s in view.db.seen.iter()] == [1, 2, None]
