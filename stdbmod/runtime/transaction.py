@@ -8,6 +8,7 @@ Only the runtime creates these; module code sees them through table handles.
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections.abc import Iterator
 from typing import Any
 
@@ -102,16 +103,27 @@ class Transaction(TxView):
         self.changes[change_key] = (old if first is None else first[0], new)
         if row_old is not None and row_new is not None:
             # an update: only the indexes over columns whose values changed (most of them keep
-            # their keys); each column's encoding is made once, as an index first needs it
-            changed = {p for p in plan.positions if not _same(row_old[p], row_new[p])}
+            # their keys). A column's value is the same if identical, or of one type and equal
+            # (floats excluded: -0.0 == 0.0, their keys differ).
+            changed = {
+                p
+                for p in plan.positions
+                if (a := row_old[p]) is not (b := row_new[p]) and not (type(a) is type(b) and type(a) is not float and a == b)
+            }
             if changed:
-                enc_old: dict[int, bytes] = {}
-                enc_new: dict[int, bytes] = {}
-                for ix_name, positions, unique, space in plan.indexes:
-                    if changed.isdisjoint(positions):
-                        continue
-                    old_k = _key(row_old, positions, enc_old)
-                    new_k = _updated_key(row_new, positions, enc_new, enc_old, changed)
+                key_changed = frozenset(changed)
+                affected = plan.updates.get(key_changed) or plan.affected(key_changed)
+                enc_old = _encoded(row_old, affected[1])
+                enc_new = dict(enc_old)
+                for p in changed:
+                    v = row_new[p]
+                    fast = _fast(type(v))
+                    enc_new[p] = fast(v) if fast is not None else encode_value(v)
+                for ix_name, positions, unique, space, parts in affected[0]:
+                    if len(positions) == 1:
+                        old_k, new_k = parts(enc_old), parts(enc_new)
+                    else:
+                        old_k, new_k = b"".join(parts(enc_old)), b"".join(parts(enc_new))
                     if old_k == new_k:
                         continue
                     txn.delete(space, old_k if unique else old_k + pk_key)
@@ -121,13 +133,13 @@ class Transaction(TxView):
                     txn.put(space, key, pk_key)
         elif row_old is not None:  # a delete: every index entry goes
             enc = _encoded(row_old, plan.positions)
-            for _, positions, unique, space in plan.indexes:
-                k = enc[positions[0]] if len(positions) == 1 else b"".join([enc[p] for p in positions])
+            for _, positions, unique, space, parts in plan.indexes:
+                k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
                 txn.delete(space, k if unique else k + pk_key)
         else:  # an insert: every index gets an entry
             enc = _encoded(row_new, plan.positions)
-            for ix_name, positions, unique, space in plan.indexes:
-                k = enc[positions[0]] if len(positions) == 1 else b"".join([enc[p] for p in positions])
+            for ix_name, positions, unique, space, parts in plan.indexes:
+                k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
                 key = k if unique else k + pk_key
                 if len(key) > MAX_KEY_SIZE:
                     raise KeyTooLarge(f"{table.name}.{ix_name}: the indexed value is too long for a key")
@@ -197,15 +209,29 @@ class Transaction(TxView):
 
 class _Plan:
     """What `write_row` needs of a table, made once: the names of its spaces, and per index
-    (name, column positions, unique, space)."""
+    (name, column positions, unique, space, parts): `parts` takes a row's column encodings
+    (position -> bytes) to the key's one part, or to its parts in order."""
 
-    __slots__ = ("table", "rows", "indexes", "positions")
+    __slots__ = ("table", "rows", "indexes", "positions", "updates")
 
     def __init__(self, table: TableDef) -> None:
         self.table = table  # held, so its id (the cache's key) is never another table's
         self.rows = spaces.rows(table.name)
-        self.indexes = [(ix.name, ix.positions, ix.unique, spaces.index(table.name, ix.name)) for ix in table.indexes.values()]
+        self.indexes = [
+            (ix.name, ix.positions, ix.unique, spaces.index(table.name, ix.name), operator.itemgetter(*ix.positions))
+            for ix in table.indexes.values()
+        ]
         self.positions = table.indexed_positions
+        # the changed columns of an update -> (the indexes over them, the columns those cover);
+        # a reducer's updates change the same few columns call after call
+        self.updates: dict[frozenset[int], tuple[list[Any], tuple[int, ...]]] = {}
+
+    def affected(self, changed: frozenset[int]) -> tuple[list[Any], tuple[int, ...]]:
+        indexes = [ix for ix in self.indexes if not changed.isdisjoint(ix[1])]
+        found = self.updates[changed] = (indexes, tuple(sorted({p for ix in indexes for p in ix[1]})))
+        if len(self.updates) > 1024:  # bounded: a table has few update shapes, but who knows
+            self.updates.clear()
+        return found
 
 
 _plans: dict[int, _Plan] = {}  # id(TableDef) -> its plan (TableDefs are not hashable)
@@ -224,38 +250,3 @@ def _encoded(row: tuple[Any, ...], positions: tuple[int, ...]) -> dict[int, byte
         fast = _fast(type(v))
         enc[p] = fast(v) if fast is not None else encode_value(v)
     return enc
-
-
-def _key(row: tuple[Any, ...], positions: tuple[int, ...], encoded: dict[int, bytes]) -> bytes:
-    """The index key of `row` over `positions`, reusing and filling `encoded` (position -> bytes)."""
-    if len(positions) == 1:  # most indexes: no parts to join
-        p = positions[0]
-        part = encoded.get(p)
-        if part is None:
-            v = row[p]
-            fast = _fast(type(v))
-            part = encoded[p] = fast(v) if fast is not None else encode_value(v)
-        return part
-    parts = []
-    for p in positions:
-        part = encoded.get(p)
-        if part is None:
-            v = row[p]
-            fast = _fast(type(v))
-            part = encoded[p] = fast(v) if fast is not None else encode_value(v)
-        parts.append(part)
-    return b"".join(parts)
-
-
-def _updated_key(row: tuple[Any, ...], positions: tuple[int, ...], encoded: dict[int, bytes], old: dict[int, bytes], changed: set[int]) -> bytes:
-    """`_key` of an update's new row: a column it did not change has the old row's encoding
-    (`old` holds it: the old key is built first)."""
-    parts = [old[p] if p not in changed else _key(row, (p,), encoded) for p in positions]
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Whether two column values surely have the same key: identical, or of one type and equal
-    (floats excluded: -0.0 == 0.0, keys differ)."""
-    return a is b or (type(a) is type(b) and type(a) is not float and a == b)
-
