@@ -106,7 +106,7 @@ class _LmdbRead(ReadTxn):
         if db is None:
             return None
         try:
-            value: bytes | None = self._txn.get(key, db=db)
+            value: bytes | None = self._txn.get(key, None, db)  # positional: py-lmdb parses keywords slowly
         except lmdb.Error as e:
             raise _translate(e) from e
         return value
@@ -118,7 +118,7 @@ class _LmdbRead(ReadTxn):
         if db is None:
             return
         try:
-            cur = self._txn.cursor(db=db)
+            cur = self._txn.cursor(db)
         except lmdb.Error as e:
             raise _translate(e) from e
         try:
@@ -140,7 +140,7 @@ class _LmdbRead(ReadTxn):
         if db is None:
             return None
         try:
-            with self._txn.cursor(db=db) as cur:
+            with self._txn.cursor(db) as cur:
                 return cur.item() if cur.last() else None
         except lmdb.Error as e:
             raise _translate(e) from e
@@ -202,7 +202,7 @@ class _LmdbWrite(_LmdbRead, WriteTxn):
         if db is None:
             db = self._wdb(space)
         try:
-            self._txn.put(key, value, db=db)
+            self._txn.put(key, value, True, True, False, db)  # dupdata, overwrite, append, db
         except lmdb.Error as e:
             raise _translate(e) from e
 
@@ -211,14 +211,14 @@ class _LmdbWrite(_LmdbRead, WriteTxn):
         if db is None:
             db = self._wdb(space)
         try:
-            return bool(self._txn.delete(key, db=db))
+            return bool(self._txn.delete(key, b"", db))  # value (b"": any), db
         except lmdb.Error as e:
             raise _translate(e) from e
 
     def put_many(self, space: str, items: Iterable[tuple[bytes, bytes]]) -> None:
         db = self._wdb(space)
         with _translated():
-            cur = self._txn.cursor(db=db)
+            cur = self._txn.cursor(db)
             try:
                 cur.putmulti(items)
             finally:
@@ -234,7 +234,7 @@ class _LmdbWrite(_LmdbRead, WriteTxn):
 
     def child(self) -> WriteTxn:
         try:
-            return _LmdbWrite(self._s, self._s._env.begin(write=True, parent=self._txn))
+            return _LmdbWrite(self._s, self._s._env.begin(None, self._txn, True))  # db, parent, write
         except lmdb.Error as e:
             raise _translate(e) from e
 
@@ -370,7 +370,7 @@ class LmdbStorage(Storage):
             self._gate.enter()
             try:
                 with _translated():
-                    return _LmdbSnapshot(self, self._env.begin(write=False, buffers=False), self._gate)
+                    return _LmdbSnapshot(self, self._env.begin(None, None, False, False), self._gate)  # db, parent, write, buffers
             except StorageError as e:
                 self._gate.leave()
                 if not isinstance(e.__cause__, lmdb.MapResizedError) or attempt == 2:
@@ -391,7 +391,7 @@ class LmdbStorage(Storage):
             raise StorageError(f"the database at {self.path} was opened read-only")
         for attempt in range(3):
             try:
-                return _LmdbWrite(self, self._env.begin(write=True, buffers=False))
+                return _LmdbWrite(self, self._env.begin(None, None, True, False))  # db, parent, write, buffers
             except lmdb.MapResizedError as e:
                 # Another process (`stdbmod call` while this one serves) grew the map past ours:
                 # adopt its size and begin again now, rather than fail every write until some
