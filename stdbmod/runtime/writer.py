@@ -93,8 +93,24 @@ class Writer:
 
     def run(self, job: Any) -> Future[Any] | Done:
         """Run the job on this thread if the writer is idle, else queue it (as `submit`). For
-        callers about to block on `.result()`: it is done when this returns, if run here."""
-        return self.run_many([job])[0]
+        callers about to block on `.result()`: it is done when this returns, if run here.
+        (`run_many` of one job, spelled out: this is every blocking call's path.)"""
+        with self._lock:
+            if self._closed:
+                raise DatabaseClosed("the database is closed")
+            if self._queued or not self._alone or not self._running.acquire(blocking=False):
+                fut: Future[Any] = Future()
+                self._queue.put((job, fut))
+                self._queued += 1
+                return fut
+        done = Done()
+        try:
+            self._runner = threading.get_ident()
+            self._run([(job, done)], reraise=True)
+        finally:
+            self._runner = None
+            self._running.release()
+        return done
 
     def run_many(self, jobs: list[Any]) -> list[Future[Any] | Done]:
         """As `run` for several jobs meant to share one batch (one commit): run them here as one
