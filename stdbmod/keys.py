@@ -101,8 +101,9 @@ def _micros(v: Timestamp | TimeDuration) -> bytes:
 _FAST: dict[type, Any] = {
     int: _int,
     str: _str,
-    bool: lambda v: _TRUE if v else _FALSE,
-    type(None): lambda v: _NONE,
+    # a dict's own lookup: no Python frame per value (None and bool fill most optional and flag columns)
+    bool: {False: _FALSE, True: _TRUE}.__getitem__,
+    type(None): {None: _NONE}.__getitem__,
     Timestamp: _micros,
     TimeDuration: _micros,
     Identity: lambda v: _IDENTITY_TAG + v.to_bytes(),
@@ -112,19 +113,22 @@ _FAST: dict[type, Any] = {
 }
 
 
+class _EnumKeys(dict[Any, bytes]):
+    """An enum's members' keys; a value not among them (a Flag combination made on the fly, an
+    unencodable member) is encoded the slow way, which raises for the unencodable."""
+
+    def __missing__(self, value: Any) -> bytes:
+        return _encode_slow(value)
+
+
 def _enum_encoder(cls: type[enum.Enum]) -> Any:
-    """An enum's members have fixed values: encode each once, look it up after (members made on
-    the fly, as Flag combinations, still go the slow way)."""
-    table: dict[Any, bytes] = {}
+    """An enum's members have fixed values: encode each once, look it up after (a dict's own
+    lookup: no Python frame per value)."""
+    table = _EnumKeys()
     for m in cls.__members__.values():
         with contextlib.suppress(SchemaError, ValueError):  # unencodable: fails when used
             table[m] = _encode_slow(m)
-
-    def encode(v: Any) -> bytes:
-        key = table.get(v)
-        return key if key is not None else _encode_slow(v)
-
-    return encode
+    return table.__getitem__
 
 
 def _fast_of(typ: type) -> Any:
