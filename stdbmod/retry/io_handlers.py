@@ -125,7 +125,7 @@ class IoHandlerContext:
 
         def extend(tx: ReducerContext) -> bool:
             current: Task | None = tx.db.task.id.find(task_id)
-            if not is_current(current, attempt, tx.identity):
+            if not is_current(current, attempt, tx.identity, tx.timestamp):
                 return False
             assert current is not None
             transitions.extend_lease(tx, current, lease_seconds or self_lease)
@@ -137,16 +137,16 @@ class IoHandlerContext:
         return f"IoHandlerContext(task_id={self.task.id}, job_type={self.task.job_type!r}, attempt={self.task.attempts})"
 
 
-def is_current(task: Task | None, attempt: int, identity: Identity) -> bool:
+def is_current(task: Task | None, attempt: int, identity: Identity, now: Timestamp | None = None) -> bool:
     """Whether `task` is still running attempt `attempt` of an in-module I/O handler: the fence
-    of every write the procedure makes after the claim."""
-    return (
-        task is not None
-        and task.status is TaskStatus.RUNNING
-        and task.attempts == attempt
-        and task.claimed_by == HANDLER_WORKER
-        and task.lease_holder == identity
-    )
+    of every write the procedure makes after the claim. With `now` (a transaction's time), an
+    attempt that reached its task's timeout_seconds is over too, as for a worker (issue 16)."""
+    if task is None or not (
+        task.status is TaskStatus.RUNNING and task.attempts == attempt and task.claimed_by == HANDLER_WORKER and task.lease_holder == identity
+    ):
+        return False
+    deadline = transitions.attempt_deadline(task)
+    return now is None or deadline is None or now < deadline
 
 
 def start_io_attempt(ctx: ReducerContext, task: Task, handler: IoHandler) -> None:
@@ -179,8 +179,8 @@ def declare_io(mod: Module, handlers: Mapping[str, Any]) -> None:
 
         def outcome(tx: ReducerContext) -> None:
             current: Task | None = tx.db.task.id.find(row.task_id)
-            if not is_current(current, row.attempt, tx.identity):
-                tx.log(f"task {row.task_id}: attempt {row.attempt} ended after it was reaped or changed; its outcome is dropped", "warn")
+            if not is_current(current, row.attempt, tx.identity, tx.timestamp):
+                tx.log(f"task {row.task_id}: attempt {row.attempt} ended after it was reaped, changed or timed out; its outcome is dropped", "warn")
                 return
             assert current is not None
             r = result

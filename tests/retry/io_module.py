@@ -16,6 +16,7 @@ from stdbmod import Database, Module, PrimaryKey, ReducerContext, SystemClock
 from stdbmod.retry import GiveUp, IoHandlerContext, NewTask, RetryableError, create_retry_module
 
 GATE = threading.Event()  # the `gated` handler waits on it (in-process tests)
+ENTERED = threading.Event()  # set when the `gated` handler has begun: its attempt is under way
 
 
 class Receipt(msgspec.Struct):
@@ -46,6 +47,7 @@ def build() -> tuple[Module, Any]:
 
     @rm.handler("gated", io=True)
     def gated(ctx: IoHandlerContext, payload: Any) -> str:
+        ENTERED.set()
         assert GATE.wait(60)
         ctx.on_success(lambda tx: tx.db.receipt.insert(Receipt(ctx.task_id, "gated")))
         return "done"

@@ -34,6 +34,7 @@ def db(tmp_path: Path, clock: ManualClock) -> Iterator[Database]:
     io_module.GATE.set()
     d.close()
     io_module.GATE.clear()
+    io_module.ENTERED.clear()
 
 
 def _enqueue(db: Database, job_type: str, payload: Any) -> int:
@@ -75,6 +76,17 @@ def listener() -> Iterator[socket.socket]:
         yield server
 
 
+def _logged(db: Database, text: str) -> bool:
+    """Whether a recent database log line holds `text`, waiting (bounded) for it: the outcome's
+    transaction runs on the procedure's thread, which joining the scheduler's does not wait for."""
+    deadline = time.monotonic() + 30
+    while not any(text in line.message for line in db.logs(last=5)):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def _run_due_in_background(db: Database) -> threading.Thread:
     t = threading.Thread(target=db.run_due, daemon=True)
     t.start()
@@ -110,22 +122,35 @@ def test_a_handler_blocked_on_a_socket_while_other_calls_commit(db: Database, cl
 def test_an_outcome_after_the_lease_was_reaped_is_dropped(db: Database, clock: ManualClock) -> None:
     task_id = _enqueue(db, "gated", None)
     runner = _run_due_in_background(db)
-    deadline = time.monotonic() + 30
-    while _task(db, task_id).status is not TaskStatus.RUNNING:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    assert io_module.ENTERED.wait(30)  # the handler runs (not merely claimed): its outcome will come
     clock.advance(301)  # past the lease (the default, 300 s): the sweep reaps the attempt
     db.run_due()
     reaped = _task(db, task_id)
     assert (reaped.status, reaped.attempts) == (TaskStatus.QUEUED, 1) and _history(db, task_id) == [Outcome.LEASE_EXPIRED]
     io_module.GATE.set()  # the handler ends now: attempt 1 is no longer current
     runner.join(30)
+    assert _logged(db, "attempt 1 ended after it was reaped, changed or timed out")
     assert _task(db, task_id).status is TaskStatus.QUEUED and _receipts(db) == []
     assert _history(db, task_id) == [Outcome.LEASE_EXPIRED]
-    assert "attempt 1 ended after it was reaped" in db.logs(last=1)[0].message
     clock.advance(60)
     db.run_due()  # attempt 2 runs to the end
     assert _task(db, task_id).status is TaskStatus.COMPLETED and _receipts(db) == ["gated"]
+
+
+def test_an_outcome_at_the_attempts_timeout_is_dropped_and_the_sweep_ends_it_as_a_timeout(db: Database, clock: ManualClock) -> None:
+    """timeout_seconds bounds an I/O handler's attempt as a worker's: its lease stops at the
+    deadline, and an outcome reaching the writer at the deadline, before the sweep, is dropped."""
+    task_id = db.call("enqueue", NewTask("gated", timeout_seconds=10), sender=ADMIN).id
+    runner = _run_due_in_background(db)
+    assert io_module.ENTERED.wait(30)  # the handler runs (not merely claimed): its outcome will come
+    running = _task(db, task_id)
+    assert running.lease_expires_at == running.last_attempted_at + TimeDuration.from_seconds(10)  # not the 300 s lease
+    clock.advance(10)  # the deadline (the scheduler's thread may fire the sweep there, or not yet)
+    io_module.GATE.set()
+    runner.join(30)
+    assert _logged(db, "attempt 1 ended after it was reaped, changed or timed out")  # dropped either way
+    db.run_due()  # the sweep, if it had not fired: the attempt ends as a timeout, retried after backoff
+    assert (_task(db, task_id).status, _history(db, task_id), _receipts(db)) == (TaskStatus.QUEUED, [Outcome.TIMEOUT], [])
 
 
 def test_a_process_killed_mid_handler_leaves_a_lease_the_sweep_reaps_once(tmp_path: Path) -> None:
