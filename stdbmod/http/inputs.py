@@ -69,7 +69,8 @@ def _decoder(typ: Hashable) -> msgspec.json.Decoder[Any]:
 @cache
 def _int_fields(typ: Hashable) -> dict[str, Any]:
     """Where Struct `typ` may hold an integer (and not any JSON value): field -> True, or, for a
-    list of Structs (a batch body), field -> the same map for its items."""
+    Struct in a field (a recurring entry's job) or a list of Structs (a batch body), field -> the
+    same map for that Struct."""
     return _plan(msgspec.inspect.type_info(typ))
 
 
@@ -86,13 +87,22 @@ def _plan(info: msgspec.inspect.Type) -> dict[str, Any]:
             return items(t.type)
         return t.item_type if isinstance(t, msgspec.inspect.ListType) else None
 
+    def struct(t: msgspec.inspect.Type) -> msgspec.inspect.Type | None:
+        """The Struct a field holds (alone, or or-None), if any."""
+        if isinstance(t, msgspec.inspect.Metadata):
+            return struct(t.type)
+        if isinstance(t, msgspec.inspect.UnionType):
+            found = [u for u in t.types if isinstance(u, msgspec.inspect.StructType)]
+            return found[0] if len(found) == 1 else None
+        return t if isinstance(t, msgspec.inspect.StructType) else None
+
     if not isinstance(info, msgspec.inspect.StructType):
         return {}
     plan: dict[str, Any] = {}
     for f in info.fields:
         if has_int(f.type):
             plan[f.encode_name] = True
-        elif (item := items(f.type)) is not None and (sub := _plan(item)):
+        elif (inner := items(f.type) or struct(f.type)) is not None and (sub := _plan(inner)):
             plan[f.encode_name] = sub
     return plan
 
@@ -108,6 +118,8 @@ def _integral_floats(obj: Any, plan: dict[str, Any]) -> Any:
             v = int(v)
         elif isinstance(p, dict) and isinstance(v, list):
             v = [_integral_floats(x, p) for x in v]
+        elif isinstance(p, dict) and isinstance(v, dict):
+            v = _integral_floats(v, p)
         out[k] = v
     return out
 

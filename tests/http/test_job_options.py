@@ -203,3 +203,16 @@ def test_cancel_reason_and_list_filters(server: Clocked, worker: Jobs, admin: Jo
     assert [j["id"] for j in admin.ok("GET", "/jobs", job_type="y")["items"]] == [b["id"]]
     assert [j["id"] for j in admin.ok("GET", "/jobs", status="dead", per_page=1, page=2)["items"]] == [a["id"]]  # newest first
     assert admin.ok("GET", "/history", limit=1)["items"] == []
+
+
+def test_a_recurring_entrys_job_takes_integral_floats_as_integers(server: Clocked, admin: Jobs) -> None:
+    """JSON Schema counts 5.0 as an integer (the single and batch bodies take it so): the job
+    inside a recurring entry too, when added and when changed, and the values take effect."""
+    job = {"job_type": "report", "queue": "rq", "priority": 7.0, "max_attempts": 2.0, "backoff_seconds": 5.0}
+    entry = admin.ok("POST", "/recurring", {"name": "floats", "cron": "0 3 * * *", "catch_up_limit": 3.0, "job": job})
+    changed = admin.ok("PATCH", f"/recurring/{entry['id']}", {"job": {**job, "priority": 9.0}, "catch_up_limit": 4.0})
+    assert changed["catch_up_limit"] == 4
+    ran = admin.ok("POST", f"/recurring/{entry['id']}/run_now")
+    assert (ran["priority"], ran["max_attempts"], ran["backoff_seconds"], ran["queue"]) == (9, 2, 5, "rq")
+    r = admin.request("PATCH", f"/recurring/{entry['id']}", {"job": {**job, "priority": 9.5}})
+    assert r.status_code == 400 and "priority" in r.json()["error"]
