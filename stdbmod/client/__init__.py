@@ -37,6 +37,7 @@ from .types import (
     NewJob,
     QueueInfo,
     Recurring,
+    RetentionPolicy,
 )
 from .worker import Worker, WorkerSettings, WorkerStats
 
@@ -50,6 +51,7 @@ __all__ = [
     "NewJob",
     "Recurring",
     "QueueInfo",
+    "RetentionPolicy",
     "DeadLetterGroup",
     "BulkOperation",
     "BulkResult",

@@ -26,6 +26,7 @@ from .types import (
     NewJob,
     QueueInfo,
     Recurring,
+    RetentionPolicy,
 )
 
 T = TypeVar("T")
@@ -216,6 +217,20 @@ def resume_queue(queue: str) -> Call[QueueInfo]:
 def set_queue_limits(queue: str, **limits: int | None) -> Call[QueueInfo]:
     """concurrency, rate_limit, rate_period_seconds, partition_limit: all replaced at once."""
     return Call("POST", _queue_path(queue, "limits"), _decoder(QueueInfo), _options(**limits))
+
+
+class _Retention(msgspec.Struct):
+    items: list[RetentionPolicy]
+
+
+def retention() -> Call[list[RetentionPolicy]]:
+    return Call("GET", PREFIX + "/retention", lambda c: msgspec.json.decode(c, type=_Retention).items)
+
+
+def set_retention(status: str, max_age_seconds: int | None, max_count: int | None) -> Call[RetentionPolicy]:
+    """Both limits replaced at once; None: no such limit."""
+    body = {"max_age_seconds": max_age_seconds, "max_count": max_count}
+    return Call("POST", f"{PREFIX}/retention/{quote(status, safe='')}", _decoder(RetentionPolicy), body)
 
 
 # --- dead-letter triage (admin) ----------------------------------------------------------------------

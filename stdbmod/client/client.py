@@ -31,6 +31,7 @@ from .types import (
     NewJob,
     QueueInfo,
     Recurring,
+    RetentionPolicy,
     RunAfter,
 )
 
@@ -183,6 +184,15 @@ class Client:
     def set_queue_limits(self, queue: str, **limits: int | None) -> QueueInfo:
         """concurrency, rate_limit, rate_period_seconds, partition_limit: all replaced at once."""
         return self.send(calls.set_queue_limits(queue, **limits))
+
+    def retention(self) -> list[RetentionPolicy]:
+        """How long completed and dead jobs are kept (admin)."""
+        return self.send(calls.retention())
+
+    def set_retention(self, status: str, *, max_age_seconds: int | None = None, max_count: int | None = None) -> RetentionPolicy:
+        """Keep `status` ("completed" or "dead") jobs at most `max_age_seconds` after they finished
+        and at most `max_count` of them; both replaced at once, None: no such limit (admin)."""
+        return self.send(calls.set_retention(status, max_age_seconds, max_count))
 
     # --- dead-letter triage (admin; docs/operations.md) -----------------------------------------------
 
@@ -388,6 +398,12 @@ class AsyncClient:
 
     async def set_queue_limits(self, queue: str, **limits: int | None) -> QueueInfo:
         return await self.send(calls.set_queue_limits(queue, **limits))
+
+    async def retention(self) -> list[RetentionPolicy]:
+        return await self.send(calls.retention())
+
+    async def set_retention(self, status: str, *, max_age_seconds: int | None = None, max_count: int | None = None) -> RetentionPolicy:
+        return await self.send(calls.set_retention(status, max_age_seconds, max_count))
 
     # --- dead-letter triage --------------------------------------------------------------------------
 

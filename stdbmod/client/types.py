@@ -207,3 +207,14 @@ class QueueInfo(msgspec.Struct, frozen=True):
     rate_period_seconds: int = 60
     partition_limit: int | None = None
     oldest_ready_age_seconds: float | None = None
+
+
+class RetentionPolicy(msgspec.Struct, frozen=True):
+    """How long finished jobs of one status (`completed` or `dead`) are kept: pruned
+    `max_age_seconds` after they finished, and past `max_count` the oldest first (None: no such
+    limit)."""
+
+    status: str
+    max_age_seconds: int | None = None
+    max_count: int | None = None
+

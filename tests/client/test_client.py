@@ -39,6 +39,7 @@ from stdbmod.client import (
     QueueInfo,
     Recurring,
     ReducerError,
+    RetentionPolicy,
     ServerError,
     TransportError,
     Unauthorized,
@@ -244,6 +245,7 @@ def test_the_client_covers_every_route_of_the_openapi_document(world: World) -> 
         calls.list_recurring(), calls.add_recurring("n", "@daily", {"job_type": "x"}, None, None, None, None), calls.change_recurring(1),
         calls.enable_recurring(1), calls.disable_recurring(1), calls.run_recurring_now(1), calls.delete_recurring(1),
         calls.list_queues(), calls.pause_queue("q"), calls.resume_queue("q"), calls.set_queue_limits("q", concurrency=1),
+        calls.retention(), calls.set_retention("completed", 86_400, None),
         calls.dlq_groups(None, None, 50), calls.bulk_requeue(True), calls.bulk_delete(True), calls.bulk_operation(1),
         calls.dead_letter(None, 1, 50), calls.requeue(1), calls.delete(1), calls.history(10), calls.ping(), calls.new_identity(),
         calls.verify("c200"), calls.database_info("retry"), calls.call_reducer("retry", "r", []), calls.schema("retry"), calls.logs("retry", None),
@@ -257,6 +259,7 @@ def test_the_client_covers_every_route_of_the_openapi_document(world: World) -> 
         path = re.sub(r"/recurring/1(?=/|$)", "/recurring/{recurring_id}", path)
         path = re.sub(r"/operations/1$", "/operations/{op_id}", path)
         path = re.sub(r"/queues/q/", "/queues/{queue}/", path)
+        path = re.sub(r"/retention/completed$", "/retention/{status}", path)
         path = re.sub(r"^/v1/database/retry", "/v1/database/{db}", path)
         return path.replace("/identity/c200/", "/identity/{identity}/").replace("/call/r", "/call/{reducer}")
 
@@ -268,7 +271,7 @@ def test_the_client_covers_every_route_of_the_openapi_document(world: World) -> 
 @pytest.mark.parametrize(("ours", "theirs"), [(Job, "Job"), (JobPage, "JobPage"), (HistoryEntry, "AttemptOut"), (IdentityToken, "IdentityToken"),
                                               (DatabaseInfo, "DatabaseInfo"), (LogLine, "LogLineOut"), (Recurring, "RecurringOut"),
                                               (DeadLetterGroup, "GroupOut"), (BulkOperation, "BulkOp"), (BulkResult, "BulkOut"),
-                                              (QueueInfo, "QueueOut")])
+                                              (QueueInfo, "QueueOut"), (RetentionPolicy, "RetentionOut")])
 def test_the_client_types_have_the_fields_of_the_servers_answers(world: World, ours: type[msgspec.Struct], theirs: str) -> None:
     schema = _openapi(world)["components"]["schemas"][theirs]
     assert set(ours.__struct_fields__) == set(schema["properties"])
@@ -297,3 +300,14 @@ def test_the_client_never_imports_the_server_side() -> None:
         bad = sorted(m for m in _imports(path) if any(m == s or m.startswith(s + ".") for s in SERVER_SIDE))
         assert bad == [], f"{path.name} imports the server side: {bad}"
     assert "stdbmod.errors" in _imports(CLIENT_DIR / "errors.py")  # the check does see relative imports
+
+
+def test_retention_through_the_client(world: World) -> None:
+    with world.client("owner") as c:
+        kept = c.set_retention("completed", max_age_seconds=3_600, max_count=None)
+        assert kept == RetentionPolicy("completed", 3_600, None)
+        assert {p.status: p for p in c.retention()}["completed"] == kept
+        with pytest.raises(NotFound):
+            c.set_retention("queued", max_age_seconds=1)
+    with world.client("worker") as w, pytest.raises(Forbidden):
+        w.set_retention("dead", max_count=10)
