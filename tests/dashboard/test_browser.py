@@ -215,8 +215,15 @@ def test_a_job_page_shows_its_history_lease_and_only_its_actions(page: Any, serv
     first = countdown.inner_text()
     assert re.fullmatch(r"(9|10) min \d+ s", first), first
     page.wait_for_function("t => document.querySelector('.countdown').textContent !== t", arg=first)  # it counts down
-    assert page.locator("#actions button").count() == 0  # running: nothing this server can do to it
+    assert page.locator("#actions button").all_inner_texts() == ["Cancel"]  # running: it can be cancelled
     _shot(page, shots, "job_running")
+    page.once("dialog", lambda d: d.accept())
+    page.get_by_role("button", name="Cancel").click()
+    page.wait_for_selector(".flash.ok")
+    cancelled = job(server, token, k["id"])
+    assert (cancelled["status"], cancelled["dead_reason"]) == ("dead", "cancelled")
+    late = httpx.post(f"{server.base}/api:job-retry/jobs/{k['id']}/complete", json={"result": {}}, headers={"Authorization": f"Bearer {token}"})
+    assert late.status_code == 409 and "cancel" in late.json()["error"]  # the holder learns it at its report
 
 
 def test_cookie_flags_and_the_csrf_token(page: Any, server: Server) -> None:
