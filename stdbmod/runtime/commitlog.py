@@ -58,10 +58,21 @@ _COMPRESSED = b"\x00"
 def encode(record: CommitRecord) -> bytes:
     raw = _encoder.encode(record)
     if len(raw) > COMPRESS_OVER:
-        packed = _COMPRESSED + zlib.compress(raw, 1)  # level 1: the writer's thread pays for it
+        packed = _COMPRESSED + _compress(raw)
         if len(packed) < len(raw):
             return packed
     return raw
+
+
+def _compress(raw: bytes) -> bytes:
+    """A zlib stream of `raw` at level 1 (the writer's thread pays for it), with a window just
+    big enough to reach back over the whole record (32 KiB at most, as before) and a hash table
+    to match: everything a record repeats is still found, and the compressor sets up and zeroes
+    kilobytes instead of ~256 KiB. That set-up was a fifth of a 1.3 KB record's ~225,000
+    instructions (now ~177,000). The stream says its window; `zlib.decompress` reads any."""
+    wbits = max(9, min(15, (len(raw) - 1).bit_length()))
+    c = zlib.compressobj(1, zlib.DEFLATED, wbits, min(9, max(1, wbits - 7)))
+    return c.compress(raw) + c.flush()
 
 
 def decode(raw: bytes) -> CommitRecord:
