@@ -38,6 +38,7 @@ from .types import (
     QueueInfo,
     Recurring,
     RetentionPolicy,
+    Unique,
 )
 from .worker import Worker, WorkerSettings, WorkerStats
 
@@ -52,6 +53,7 @@ __all__ = [
     "Recurring",
     "QueueInfo",
     "RetentionPolicy",
+    "Unique",
     "DeadLetterGroup",
     "BulkOperation",
     "BulkResult",

@@ -123,6 +123,18 @@ def enqueue(job: NewJob) -> Call[Job]:
     return Call("POST", JOBS, _job, job.body())
 
 
+class _Duplicate(msgspec.Struct):
+    duplicate: bool | None = None
+
+
+_duplicate = _decoder(_Duplicate)
+
+
+def enqueue_unique(job: NewJob) -> Call[tuple[Job, bool]]:
+    """POST /jobs with a `unique` spec: the job, and whether it was already there."""
+    return Call("POST", JOBS, lambda c: (_job(c), bool(_duplicate(c).duplicate)), job.body())
+
+
 def enqueue_many(jobs: Iterable[NewJob]) -> Call[list[Job]]:
     return Call("POST", JOBS + "/enqueue_many", lambda c: _jobs(c).jobs, {"jobs": [j.body() for j in jobs]})
 

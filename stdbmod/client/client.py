@@ -32,7 +32,7 @@ from .types import (
     QueueInfo,
     Recurring,
     RetentionPolicy,
-    RunAfter,
+    Unique,
 )
 
 T = TypeVar("T")
@@ -51,9 +51,11 @@ def _ref(job: JobRef, attempt: int | None) -> tuple[int, int | None]:
     return job, attempt
 
 
-def _new_job(job_type: str, payload: Any, queue: str | None, max_attempts: int | None, backoff_seconds: int | None,
-             run_after: RunAfter | None, priority: int | None, idempotency_key: str | None) -> NewJob:
-    return NewJob(job_type, payload, queue, max_attempts, backoff_seconds, run_after, priority, idempotency_key)
+def _new_job(job_type: str, payload: Any, options: dict[str, Any]) -> NewJob:
+    try:
+        return NewJob(job_type, payload, **options)
+    except TypeError as e:  # an option NewJob does not have
+        raise TypeError(f"enqueue: {e}; the options are NewJob's fields") from None
 
 
 def _headers(token: str | None) -> dict[str, str]:
@@ -100,11 +102,16 @@ class Client:
 
     # --- jobs -------------------------------------------------------------------------------------
 
-    def enqueue(self, job_type: str, payload: Any = None, *, queue: str | None = None, max_attempts: int | None = None,
-                backoff_seconds: int | None = None, run_after: RunAfter | None = None, priority: int | None = None,
-                idempotency_key: str | None = None) -> Job:
-        """Enqueue one job (worker or admin). The same `idempotency_key` returns the first job."""
-        return self.send(calls.enqueue(_new_job(job_type, payload, queue, max_attempts, backoff_seconds, run_after, priority, idempotency_key)))
+    def enqueue(self, job_type: str, payload: Any = None, **options: Any) -> Job:
+        """Enqueue one job (worker or admin). `options` are `NewJob`'s fields: queue, max_attempts,
+        backoff_seconds, run_after, priority, idempotency_key (the same key returns the first
+        job), max_backoff_seconds, backoff_jitter, partition_key, timeout_seconds, unique."""
+        return self.send(calls.enqueue(_new_job(job_type, payload, options)))
+
+    def enqueue_unique(self, job_type: str, payload: Any, unique: Unique, **options: Any) -> tuple[Job, bool]:
+        """Enqueue unless a job with the same `unique.fields` is there (in `unique.states`, within
+        `unique.period_seconds`): the job, new or already there, and whether it was there."""
+        return self.send(calls.enqueue_unique(_new_job(job_type, payload, {**options, "unique": unique})))
 
     def enqueue_many(self, jobs: Iterable[NewJob]) -> list[Job]:
         """Enqueue up to 1,000 jobs in one transaction, all or none."""
@@ -326,10 +333,11 @@ class AsyncClient:
 
     # --- jobs -------------------------------------------------------------------------------------
 
-    async def enqueue(self, job_type: str, payload: Any = None, *, queue: str | None = None, max_attempts: int | None = None,
-                      backoff_seconds: int | None = None, run_after: RunAfter | None = None, priority: int | None = None,
-                      idempotency_key: str | None = None) -> Job:
-        return await self.send(calls.enqueue(_new_job(job_type, payload, queue, max_attempts, backoff_seconds, run_after, priority, idempotency_key)))
+    async def enqueue(self, job_type: str, payload: Any = None, **options: Any) -> Job:
+        return await self.send(calls.enqueue(_new_job(job_type, payload, options)))
+
+    async def enqueue_unique(self, job_type: str, payload: Any, unique: Unique, **options: Any) -> tuple[Job, bool]:
+        return await self.send(calls.enqueue_unique(_new_job(job_type, payload, {**options, "unique": unique})))
 
     async def enqueue_many(self, jobs: Iterable[NewJob]) -> list[Job]:
         return await self.send(calls.enqueue_many(jobs))

@@ -105,6 +105,16 @@ RunAfter = dt.datetime | int | str
 """When a job becomes claimable: an aware datetime, epoch milliseconds, or an RFC 3339 string."""
 
 
+class Unique(msgspec.Struct, omit_defaults=True, frozen=True):
+    """Enqueue only if no job with the same `fields` (job_type, queue, payload, partition_key or
+    payload.NAME) is in one of `states` enqueued within the last `period_seconds` (None: ever);
+    else the one there comes back, `duplicate` set (docs/retry.md, "Unique jobs")."""
+
+    fields: tuple[str, ...] = ("job_type", "queue", "payload")
+    period_seconds: int | None = None
+    states: tuple[str, ...] | None = None
+
+
 class NewJob(msgspec.Struct, omit_defaults=True, frozen=True):
     """One job to enqueue: what `POST /jobs` takes. Unset options take the server's defaults
     (queue "default", 5 attempts, 30 s backoff, due now, priority 0)."""
@@ -119,6 +129,9 @@ class NewJob(msgspec.Struct, omit_defaults=True, frozen=True):
     idempotency_key: str | None = None
     max_backoff_seconds: int | None = None  # a cap on the backoff delay
     backoff_jitter: float | None = None  # 0 to 1: the delay drawn from [d * (1 - jitter), d]
+    partition_key: str | None = None  # what a queue's per-partition rate limit counts by (a customer id...)
+    timeout_seconds: int | None = None  # an attempt ends (outcome timeout) this long after it starts
+    unique: Unique | None = None  # only POST /jobs takes it (not enqueue_many)
 
     def body(self) -> dict[str, Any]:
         out: dict[str, Any] = msgspec.to_builtins(self)

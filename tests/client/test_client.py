@@ -43,6 +43,7 @@ from stdbmod.client import (
     ServerError,
     TransportError,
     Unauthorized,
+    Unique,
     calls,
 )
 from stdbmod.errors import StdbError
@@ -238,7 +239,8 @@ def test_the_client_covers_every_route_of_the_openapi_document(world: World) -> 
     """A route added to the server without a client method fails here (and a client call to a
     route the server does not have)."""
     every: list[calls.Call[Any]] = [
-        calls.enqueue(NewJob("x")), calls.enqueue_many([NewJob("x")]), calls.get(1), calls.list_jobs(None, None, None, 1, 50),
+        calls.enqueue(NewJob("x")), calls.enqueue_unique(NewJob("x", unique=Unique())),
+        calls.enqueue_many([NewJob("x")]), calls.get(1), calls.list_jobs(None, None, None, 1, 50),
         calls.claim(None, None, None), calls.claim_many(2, None, None, None), calls.complete(1, None, None),
         calls.complete_many([Completion(1)]), calls.fail(1, "e", None), calls.heartbeat(1, None, None), calls.cancel(1, None),
         calls.snooze(1, 5, None), calls.run_now(1),
@@ -271,7 +273,8 @@ def test_the_client_covers_every_route_of_the_openapi_document(world: World) -> 
 @pytest.mark.parametrize(("ours", "theirs"), [(Job, "Job"), (JobPage, "JobPage"), (HistoryEntry, "AttemptOut"), (IdentityToken, "IdentityToken"),
                                               (DatabaseInfo, "DatabaseInfo"), (LogLine, "LogLineOut"), (Recurring, "RecurringOut"),
                                               (DeadLetterGroup, "GroupOut"), (BulkOperation, "BulkOp"), (BulkResult, "BulkOut"),
-                                              (QueueInfo, "QueueOut"), (RetentionPolicy, "RetentionOut")])
+                                              (QueueInfo, "QueueOut"), (RetentionPolicy, "RetentionOut"), (NewJob, "EnqueueBody"),
+                                              (Unique, "UniqueBody")])
 def test_the_client_types_have_the_fields_of_the_servers_answers(world: World, ours: type[msgspec.Struct], theirs: str) -> None:
     schema = _openapi(world)["components"]["schemas"][theirs]
     assert set(ours.__struct_fields__) == set(schema["properties"])
@@ -311,3 +314,20 @@ def test_retention_through_the_client(world: World) -> None:
             c.set_retention("queued", max_age_seconds=1)
     with world.client("worker") as w, pytest.raises(Forbidden):
         w.set_retention("dead", max_count=10)
+
+
+def test_every_enqueue_option_reaches_the_server(world: World) -> None:
+    with world.client("worker") as c:
+        job = c.enqueue("charge", {"order": 1}, queue="pay", max_attempts=3, backoff_seconds=5, priority=2, idempotency_key="o-1",
+                        max_backoff_seconds=60, backoff_jitter=0.25, partition_key="customer-9", timeout_seconds=30)
+        stored = world.task(job.id)
+        assert (stored.queue, stored.max_attempts, stored.backoff_seconds, stored.priority, stored.idempotency_key) == ("pay", 3, 5, 2, "o-1")
+        assert (stored.max_backoff_seconds, stored.backoff_jitter, stored.partition_key, stored.timeout_seconds) == (60, 0.25, "customer-9", 30)
+        spec = Unique(fields=("job_type", "payload.user"), period_seconds=3_600)
+        first, was_there = c.enqueue_unique("welcome", {"user": 7, "n": 1}, spec)
+        again, again_there = c.enqueue_unique("welcome", {"user": 7, "n": 2}, spec)
+        assert (was_there, again_there, again.id) == (False, True, first.id)
+        assert c.get(first.id) == first
+        with pytest.raises(TypeError, match="the options are NewJob's fields"):
+            c.enqueue("x", colour="red")
+
