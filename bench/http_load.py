@@ -165,8 +165,9 @@ def generate(port: int, token: str, jobs: int, workers: int, batch: int = 0) -> 
 
 
 @contextmanager
-def stdbmod_server(path: str) -> Iterator[tuple[int, str, int]]:
-    """A fresh `stdbmod serve` on a free loopback port: yields its port, the owner's token and its pid."""
+def stdbmod_server(path: str, *options: str) -> Iterator[tuple[int, str, int]]:
+    """A fresh `stdbmod serve` on a free loopback port (with `options`, more `serve` flags):
+    yields its port, the owner's token and its pid."""
     try:
         import stdbmod.http  # noqa: F401
     except ImportError:
@@ -174,7 +175,7 @@ def stdbmod_server(path: str) -> Iterator[tuple[int, str, int]]:
     data = os.path.join(path, "data")
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "stdbmod.http", "--data", data, "--port", str(port), "--log-level", "warning"],
+        [sys.executable, "-m", "stdbmod.http", "--data", data, "--port", str(port), "--log-level", "warning", *options],
         env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:

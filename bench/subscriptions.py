@@ -84,7 +84,8 @@ def _owner() -> Any:
 
 def over_ws(d: str, n: int, subscribers: int, query: str) -> tuple[float, float]:
     """(lifecycles/s over HTTP, updates received/s) with `subscribers` WebSocket clients."""
-    with stdbmod_server(d) as (port, token, _pid):
+    # 1,000 subscribers are 1,000 open connections: past the default cap (--max-connections 1000)
+    with stdbmod_server(d, "--max-connections", "4000") as (port, token, _pid):
         return _over_ws(port, token, n, subscribers, query)
 
 
