@@ -15,6 +15,26 @@ from .errors import GiveUp, RetryableError, RetryIn, Snooze
 from .limits import MAX_SNOOZE_SECONDS, unstorable
 from .tables import Outcome, Task
 
+
+class AttemptFacts:
+    """What both handler contexts (in the transaction, and I/O outside it) say of the attempt."""
+
+    __slots__ = ()
+    task: Task
+
+    @property
+    def task_id(self) -> int:
+        return self.task.id
+
+    @property
+    def attempt(self) -> int:
+        return self.task.attempts
+
+    @property
+    def job_type(self) -> str:
+        return self.task.job_type
+
+
 HANDLER_WORKER = "handler"  # the `worker` an in-module attempt is recorded under
 
 

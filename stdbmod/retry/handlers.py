@@ -17,7 +17,7 @@ import msgspec
 from ..runtime import ReducerContext
 from ..types import Identity, Timestamp
 from . import transitions
-from .attempt_outcome import HANDLER_WORKER, run_handler, settle
+from .attempt_outcome import HANDLER_WORKER, AttemptFacts, run_handler, settle
 from .io_handlers import IoHandler, start_io_attempt
 from .queues import paused
 from .tables import AttemptTimer, Task, TaskStatus
@@ -25,7 +25,7 @@ from .tables import AttemptTimer, Task, TaskStatus
 __all__ = ["HANDLER_WORKER", "HandlerContext", "Handler", "run_handler_attempt"]
 
 
-class HandlerContext:
+class HandlerContext(AttemptFacts):
     """What a handler may touch: the tables (`db`), the attempt's fixed `timestamp`, a seeded
     `rng`, the task being attempted and its attempt number (1 on the first run)."""
 
@@ -50,18 +50,6 @@ class HandlerContext:
     @property
     def rng(self) -> random.Random:
         return self._ctx.rng
-
-    @property
-    def task_id(self) -> int:
-        return self.task.id
-
-    @property
-    def attempt(self) -> int:
-        return self.task.attempts
-
-    @property
-    def job_type(self) -> str:
-        return self.task.job_type
 
     @property
     def reducer_context(self) -> ReducerContext:

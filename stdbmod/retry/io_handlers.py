@@ -37,7 +37,7 @@ from ..runtime import ProcedureContext, ReadView, ReducerContext
 from ..schema import PrimaryKey
 from ..types import At, Identity, ScheduleAt, Timestamp
 from . import transitions
-from .attempt_outcome import HANDLER_WORKER, AttemptResult, run_handler, settle
+from .attempt_outcome import HANDLER_WORKER, AttemptFacts, AttemptResult, run_handler, settle
 from .tables import Task, TaskStatus, settings_of
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class IoHandler:
         raise TypeError("an I/O handler runs as a procedure, never inside a transaction")
 
 
-class IoHandlerContext:
+class IoHandlerContext(AttemptFacts):
     """What an I/O handler sees: the task and its attempt number, the procedure's `timestamp`,
     `rng`, `identity`; `read()` (a snapshot), `log`, `heartbeat` and `on_success`. It has no
     `db` to write: writes go with the outcome (`on_success`), or, not atomic with it, in a
@@ -77,18 +77,6 @@ class IoHandlerContext:
         self.task = task
         self._writes: list[Callable[[ReducerContext], Any]] = []
         self._lease = lease_seconds
-
-    @property
-    def task_id(self) -> int:
-        return self.task.id
-
-    @property
-    def attempt(self) -> int:
-        return self.task.attempts
-
-    @property
-    def job_type(self) -> str:
-        return self.task.job_type
 
     @property
     def timestamp(self) -> Timestamp:
