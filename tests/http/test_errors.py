@@ -47,4 +47,6 @@ def test_an_error_answers_with_its_own_status(error: StdbError, status: int) -> 
     request = Request({"type": "http", "method": "POST", "path": "/api:job-retry/jobs", "headers": [], "query_string": b""})
     response = asyncio.run(on_stdb_error(request, error))
     assert response.status_code == status
-    assert json.loads(bytes(response.body)) == {"error": str(error)}
+    # the 409s a worker must tell apart carry a code beside the message (stale_lease, cancelled, timeout)
+    expected = {"error": str(error)} if not isinstance(error, StaleLease) else {"error": str(error), "code": "stale_lease"}
+    assert json.loads(bytes(response.body)) == expected
