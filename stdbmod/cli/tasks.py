@@ -125,13 +125,7 @@ def dlq(data: str, module: str | None, as_: str | None, as_json: bool, queue: st
 @click.argument("task_id", type=click.IntRange(min=0))
 def requeue(data: str, module: str | None, as_: str | None, as_json: bool, task_id: int) -> None:
     """Put a dead task back in the queue with its attempts reset."""
-    with _db(data, module, as_) as (db, who, _):
-        task = db.call("requeue", task_id, sender=who)
-        db.run_due()
-    if as_json:
-        print_json(task)
-    else:
-        print_record(task, title=f"task {task_id} requeued")
+    _made_due(data, module, as_, as_json, "requeue", task_id, "requeued")
 
 
 @tasks.command(name="run-now")
@@ -139,13 +133,18 @@ def requeue(data: str, module: str | None, as_: str | None, as_json: bool, task_
 @click.argument("task_id", type=click.IntRange(min=0))
 def run_now(data: str, module: str | None, as_: str | None, as_json: bool, task_id: int) -> None:
     """Make a queued task (scheduled later, or backing off) due now."""
+    _made_due(data, module, as_, as_json, "run_now", task_id, "due now")
+
+
+def _made_due(data: str, module: str | None, as_: str | None, as_json: bool, reducer: str, task_id: int, done: str) -> None:
+    """Call `reducer` on the task, then run what fell due (a handler's task runs at once)."""
     with _db(data, module, as_) as (db, who, _):
-        task = db.call("run_now", task_id, sender=who)
+        task = db.call(reducer, task_id, sender=who)
         db.run_due()
     if as_json:
         print_json(task)
     else:
-        print_record(task, title=f"task {task_id} due now")
+        print_record(task, title=f"task {task_id} {done}")
 
 
 @tasks.command()
