@@ -57,9 +57,13 @@ TASK_INDEXES = {
     "by_claim": ("status", "in_module", "neg_priority", "run_after"),
     # retention walks a finished status oldest first; time ranges of completed and dead tasks
     "by_finished": ("status", "finished_at"),
-    # the dead-letter tier grouped by error fingerprint
-    "by_fingerprint": ("status", "error_fingerprint"),
 }
+# Indexes are only those some query walks (docs/architecture.md, "Decisions changed"): each costs
+# every enqueue an entry, and each led by `status` costs every claim and completion a rewrite.
+# Seed 000's "status, queue, run_after, created_at desc": `status` and `queue` alone, run_after
+# inside the claim indexes (the only walk that orders by it), created_at (the dashboard's time
+# walk) with "desc" as the primary key's order. The dead-letter groups walk `error_fingerprint`
+# (set when a task dies), not (status, error_fingerprint), so a claim or completion leaves it.
 
 
 class Task(msgspec.Struct):
@@ -77,7 +81,7 @@ class Task(msgspec.Struct):
     priority: int  # higher runs first
     neg_priority: int  # -priority, for the claim indexes
     in_module: bool  # queued for an in-module handler (claim skips it), not for workers
-    run_after: Annotated[Timestamp, Index()]
+    run_after: Timestamp  # walked inside the claim indexes, never alone
     claimed_at: Timestamp | None = None
     claimed_by: str | None = None  # the last claim's worker_id (kept after it ends, for audit)
     lease_holder: Identity | None = None  # the identity whose lease is current (running only)
@@ -95,7 +99,7 @@ class Task(msgspec.Struct):
     snoozes: int = 0  # snoozes so far (bounded)
     max_backoff_seconds: int | None = None  # a cap on the computed delay
     backoff_jitter: float = 0.0  # a fraction of the delay, drawn from ctx.rng
-    error_fingerprint: str | None = None  # set when the task dies: the dead-letter groups
+    error_fingerprint: Annotated[str | None, Index()] = None  # set when the task dies: the dead-letter groups
     triage_hold: bool = False  # died again with the fingerprint it was bulk-requeued under
     recurring_id: int | None = None  # the recurring entry that enqueued it
 

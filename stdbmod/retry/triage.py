@@ -141,10 +141,11 @@ def matches(t: Task, f: TriageFilter, died_by: Timestamp | None) -> bool:
 
 
 def _walk(tables: Any, f: TriageFilter, after_id: int) -> Iterator[Task]:
-    """Dead tasks with id > after_id, by id: one fingerprint's from its index, else all of them."""
+    """Tasks with id > after_id, by id: one fingerprint's from its index (live tasks a bulk requeue
+    sent back keep theirs: `matches` passes them by), else every dead one."""
     ids = Range(after_id, lo_inclusive=False)
     if f.fingerprint is not None:
-        return iter(tables.task.by_fingerprint.filter((TaskStatus.DEAD, f.fingerprint, ids)))
+        return iter(tables.task.error_fingerprint.filter((f.fingerprint, ids)))
     return iter(tables.task.status.filter((TaskStatus.DEAD, ids)))
 
 
@@ -162,11 +163,11 @@ def _admin_tables(db: Database, caller: Identity, what: str) -> Iterator[Any]:
 
 def dlq_groups(db: Database, caller: Identity, *, queue: str | None = None, job_type: str | None = None, limit: int = 50) -> list[Group]:
     """The dead-letter groups, largest first (then the latest death first), from one snapshot:
-    one walk of the (status, error_fingerprint) index over the dead tasks (admin)."""
+    one walk of the `status` index over the dead tasks, by id (admin)."""
     check_int("limit", limit, 1, MAX_GROUPS)
     groups: dict[str, Group] = {}
     with _admin_tables(db, caller, "dlq_groups") as tables:
-        for t in tables.task.by_fingerprint.filter((TaskStatus.DEAD,)):
+        for t in tables.task.status.filter(TaskStatus.DEAD):
             if (queue is not None and t.queue != queue) or (job_type is not None and t.job_type != job_type):
                 continue
             fp = t.error_fingerprint or ""
