@@ -199,10 +199,10 @@ def generate_in_process(module: str, *args: object) -> dict[str, float]:
     return cast(dict[str, float], json.loads(gen.stdout.strip().splitlines()[-1]))
 
 
-def run(path: str, jobs: int, workers: int, batch: int = 0) -> float:
+def run(path: str, jobs: int, workers: int, batch: int = 0, options: tuple[str, ...] = ()) -> float:
     """Jobs/s of `workers` HTTP workers against a fresh `stdbmod serve` (with `batch`: through the
-    batch routes, `batch` jobs per request)."""
-    with stdbmod_server(path) as (port, token, pid):
+    batch routes, `batch` jobs per request; with `options`, more `serve` flags: `--workers 2`)."""
+    with stdbmod_server(path, *options) as (port, token, pid):
         cpu0 = _process_cpu(pid)
         m = generate_in_process("bench.http_load", port, token, jobs, workers, batch)
         cpu1 = _process_cpu(pid)
@@ -218,14 +218,18 @@ LAST_SERVER_CPU_US: list[float] = []  # the server's CPU time (all its threads) 
 
 
 def _process_cpu(pid: int) -> float | None:
-    """User + system CPU seconds of process `pid` so far (Linux /proc; None elsewhere). The
-    machine may be shared, so CPU per request says more about the server than requests/s."""
+    """User + system CPU seconds of process `pid` and its live children so far (Linux /proc;
+    None elsewhere): `serve --workers N`'s fronts are its children. The machine may be shared,
+    so CPU per request says more about the server than requests/s."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rpartition(")")[2].split()
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = [int(c) for c in f.read().split()]
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(_process_cpu(c) or 0.0 for c in children)
 
 if __name__ == "__main__":
     if sys.argv[1] != "gen":

@@ -204,6 +204,8 @@ def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
                 us = sorted(http_load.LAST_SERVER_CPU_US)[len(http_load.LAST_SERVER_CPU_US) // 2]
                 out[w].note += f"; server CPU {us:.0f} us per request"
     n = s.http[-1]
+    for fronts in (1, 2):
+        front_rows(b, s, http_load, fronts, n)
     http_load.LAST_SERVER_CPU_US.clear()
     row = b.throughput(LIFE, "stdbmod over HTTP, 16 workers, batch routes of 20 (not a target)",
                        lambda d: http_load.run(d, n, 16, 20), reps=s.http_reps)
@@ -212,6 +214,22 @@ def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
         row.note = f"/jobs/enqueue_many, /claim_many, /complete_many; server CPU {us:.0f} us per request"
     sdk_row(b, n)
     return out
+
+
+def front_rows(b: Bench, s: Sizes, http_load: Any, fronts: int, n: int) -> Row:
+    """The 16-worker row against `serve --workers FRONTS`: HTTP in FRONTS processes, the writer in
+    another (docs/http.md, "Choosing --workers")."""
+    http_load.LAST_CLIENT_CPU.clear()
+    http_load.LAST_SERVER_CPU_US.clear()
+    row = b.throughput(LIFE, f"stdbmod over HTTP, 16 workers, serve --workers {fronts}",
+                       lambda d: http_load.run(d, n, 16, options=("--workers", str(fronts))), reps=s.http_reps)
+    if row.samples:
+        cpu = sorted(http_load.LAST_CLIENT_CPU)[len(http_load.LAST_CLIENT_CPU) // 2]
+        row.note = f"seed 000 routes; {fronts} HTTP front process(es) and the writer; load generator used {cpu:.0%} of a core"
+        if http_load.LAST_SERVER_CPU_US:
+            us = sorted(http_load.LAST_SERVER_CPU_US)[len(http_load.LAST_SERVER_CPU_US) // 2]
+            row.note += f"; server CPU {us:.0f} us per request (every process)"
+    return row
 
 
 def postgres_section(b: Bench, s: Sizes) -> None:

@@ -45,12 +45,16 @@ from .serve import serve
     "--log-keep", type=click.IntRange(min=0), default=DEFAULT_LOG_KEEP, show_default=True,
     help="Commit-log records to keep: older ones go after a checkpoint (verify checks from it); 0 keeps every record.",
 )
+@click.option(
+    "--workers", type=click.IntRange(min=0), default=0, show_default=True,
+    help="HTTP front processes beside the writer process (0: one process does everything). See docs/http.md, \"Choosing --workers\".",
+)
 @click.option("--log-keep-interval", type=click.FloatRange(min=0.01), default=60.0, hidden=True)  # tests: how often it looks
 @click.argument("module", required=False)
 def serve_command(
     data_dir: str, host: str, port: int, owner_token: str | None, token_ttl: float | None, log_level: str, access_log: bool,
     metrics_port: int | None, max_connections: int, header_timeout: float, keep_alive_timeout: int, log_keep: int, log_keep_interval: float,
-    module: str | None,
+    workers: int, module: str | None,
 ) -> None:
     """Serve the database at DATA over HTTP, publishing MODULE first when DATA holds none.
 
@@ -61,7 +65,7 @@ def serve_command(
             data_dir, host, port, module, owner_token=owner_token, token_ttl=token_ttl, log_level=log_level, access_log=access_log,
             metrics_port=metrics_port,
             limits=ConnectionLimits(max_connections=max_connections, header_timeout=header_timeout, keep_alive_timeout=keep_alive_timeout),
-            log_keep=log_keep, log_keep_interval=log_keep_interval,
+            log_keep=log_keep, log_keep_interval=log_keep_interval, workers=workers,
         )
     except StdbError as e:
         click.echo(f"error: {e}", err=True)

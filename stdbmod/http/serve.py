@@ -176,6 +176,7 @@ def serve(
     limits: ConnectionLimits = DEFAULT_LIMITS,
     log_keep: int = DEFAULT_LOG_KEEP,
     log_keep_interval: float = 60.0,
+    workers: int = 0,
 ) -> int:
     """Serve the database at `data_dir` on `host`:`port` until SIGTERM/SIGINT, publishing
     `module_path` (see `resolve_module`) first when there is none, owned by `owner`, or the
@@ -183,9 +184,15 @@ def serve(
     storage panic. Raises ServeError (and other StdbErrors) when it cannot start. `access_log`
     logs a line per request (at info level), which costs CPU on every request. `metrics_port`
     also serves GET /metrics without a token on 127.0.0.1:`metrics_port` (metrics_port.py).
-    `limits` bound request heads, slow and idle connections and their number (guard.py)."""
+    `limits` bound request heads, slow and idle connections and their number (guard.py).
+    `workers` > 0 does the HTTP work in that many front processes beside this one, the writer
+    (workers.py; docs/http.md "Choosing --workers")."""
     # a directory, or a PostgreSQL URL (several nodes may serve one database: docs/scaling.md)
     path: Any = data_dir if place.is_url(data_dir) else Path(data_dir)
+    if workers and not isinstance(path, Path):
+        raise ServeError("--workers needs a data directory (LMDB), not a PostgreSQL URL: serve it with --workers 0")
+    if workers and metrics_port is not None:
+        raise ServeError("--metrics-port is not served with --workers N yet: serve with --workers 0 for it")
     sock = listen(host, port)
     metrics_socket = None
     try:
@@ -221,16 +228,22 @@ def serve(
             LogKeeper(db, log_keep, log_keep_interval).start()  # ends with the database (runtime/logtrim.py)
         return db
 
+    if workers:
+        from . import workers as workers_
+
+        front = workers_.FrontConfig(
+            data=str(path), module=loaded.spec, body_limit=body_limit, token_ttl=token_ttl, log_level=log_level, access_log=access_log,
+            max_connections=limits.max_connections, header_timeout=limits.header_timeout, keep_alive_timeout=limits.keep_alive_timeout,
+        )
+        try:
+            return workers_.run(open_database, sock, workers, front)
+        finally:
+            sock.close()
+            if lock is not None:
+                lock.release()  # after the writer closed the database
+
     app = create_app(open_database, key=key, body_limit=body_limit, token_ttl=token_ttl, on_panic=on_panic)
-    stack = fast_stack()
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=30, access_log=access_log,
-        proxy_headers=False,  # nothing here reads the client's address; one ASGI layer less per request
-        http=_protocol(stack, limits), loop=stack.loop,
-        timeout_keep_alive=limits.keep_alive_timeout,
-        h11_max_incomplete_event_size=limits.max_head,  # h11 (without httptools) bounds a head by itself: a 400
-        ws_max_size=body_limit,  # one WebSocket message at most, as a request body; pings (20 s) find dead peers
-    )
+    config = uvicorn_config(app, host=host, port=port, log_level=log_level, access_log=access_log, limits=limits, body_limit=body_limit)
     server = uvicorn.Server(config)
     _end_streams_on_exit(server, app)
     _tune_gc()
@@ -244,6 +257,21 @@ def serve(
         if lock is not None:
             lock.release()  # after the app closed the database
     return EXIT_PANIC if panicked.is_set() else 0
+
+
+def uvicorn_config(
+    app: Any, *, host: str, port: int, log_level: str, access_log: bool, limits: ConnectionLimits, body_limit: int
+) -> uvicorn.Config:
+    """How `serve` (and each HTTP front of `serve --workers N`: front.py) runs uvicorn."""
+    stack = fast_stack()
+    return uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=30, access_log=access_log,
+        proxy_headers=False,  # nothing here reads the client's address; one ASGI layer less per request
+        http=_protocol(stack, limits), loop=stack.loop,
+        timeout_keep_alive=limits.keep_alive_timeout,
+        h11_max_incomplete_event_size=limits.max_head,  # h11 (without httptools) bounds a head by itself: a 400
+        ws_max_size=body_limit,  # one WebSocket message at most, as a request body; pings (20 s) find dead peers
+    )
 
 
 def _end_streams_on_exit(server: uvicorn.Server, app: Any) -> None:

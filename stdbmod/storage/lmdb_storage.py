@@ -300,6 +300,12 @@ class LmdbStorage(Storage):
             raise
         self._closed = False
 
+    def clear_stale_readers(self) -> int:
+        """Free the reader slots of processes that died in a read (an HTTP front killed with -9):
+        a stale slot keeps the pages of its snapshot from being reused. How many were freed."""
+        with _translated():
+            return int(self._env.reader_check())
+
     def _open_env(self, map_size: int) -> None:
         with _translated():
             self._env = lmdb.open(

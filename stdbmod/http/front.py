@@ -1,0 +1,120 @@
+"""One HTTP front of `serve --workers N` (workers.py starts it): the app of one-process `serve`
+over a `FrontDatabase` (front_db.py), on the listening socket it inherited.
+
+    python -m stdbmod.http.front CONFIG_JSON   # workers.FrontConfig; never run by hand
+
+It serves every route `serve` does except those that need the writer's commit stream, which
+answer 501 with the way to get them (--workers 0): /metrics, the dashboard, the subscription
+WebSocket, `logs?follow=true`. When its writer goes away it answers each call 503 at once,
+keeps answering for `writer_grace` seconds, then exits (nobody would restart it).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import msgspec
+import uvicorn
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
+from ..errors import StdbError
+from ..local.modspec import load_module
+from ..local.tokens import load_or_create_key
+from . import limits as limits_
+from .app import create_app
+from .errors import error_response
+from .front_db import ADVICE, FrontDatabase, WriterClient
+from .limits import ConnectionLimits
+from .serve import _end_streams_on_exit, _quiet_signals, _tune_gc, uvicorn_config
+from .upgrade import deny_upgrade
+from .workers import FrontConfig
+
+log = logging.getLogger("stdbmod.http")
+
+CANNOT_START = 3  # the writer does not start a front again that ended so
+
+
+async def _no_metrics(request: Request) -> Response:
+    return error_response(501, f"/metrics is not served by the HTTP fronts of --workers N; {ADVICE}")
+
+
+async def _no_dashboard(request: Request) -> Response:
+    return error_response(501, f"the dashboard is not served by the HTTP fronts of --workers N; {ADVICE}")
+
+
+async def _no_subscribe(websocket: WebSocket) -> None:
+    await deny_upgrade(websocket, 501, f"subscriptions are not served by the HTTP fronts of --workers N; {ADVICE}")
+
+
+def serve_front(config: FrontConfig) -> int:
+    data = Path(config.data)
+    loaded = load_module(config.module)
+    key = load_or_create_key(data)  # the writer's `serve` made it before any front started
+    limits, _ = limits_.fit_descriptors(ConnectionLimits(
+        max_connections=config.max_connections, header_timeout=config.header_timeout, keep_alive_timeout=config.keep_alive_timeout,
+    ))
+    sock = socket.socket(fileno=config.listen_fd)
+    server: uvicorn.Server | None = None
+
+    def writer_gone() -> None:
+        def leave() -> None:
+            if server is not None:
+                server.should_exit = True
+
+        timer = threading.Timer(config.writer_grace, leave)
+        timer.daemon = True
+        timer.start()
+
+    link = WriterClient(socket.socket(fileno=config.link_fd), on_gone=writer_gone)
+
+    def open_database() -> FrontDatabase:
+        db = FrontDatabase.open(data, loaded.module, readonly=True)
+        assert isinstance(db, FrontDatabase)  # `open` makes its class's instance
+        db.attach(link)
+        return db
+
+    app = create_app(
+        open_database, key=key, body_limit=config.body_limit, token_ttl=config.token_ttl, run_scheduler=False, metrics=False, dashboard=False
+    )
+    app.state.context.front = True
+    app.router.routes[:0] = [
+        Route("/metrics", _no_metrics, methods=["GET"]),
+        Route("/dashboard{rest:path}", _no_dashboard, methods=["GET", "POST"], include_in_schema=False),
+        WebSocketRoute("/v1/database/{db}/subscribe", _no_subscribe),
+    ]
+    host, port = sock.getsockname()[:2]
+    server = uvicorn.Server(uvicorn_config(
+        app, host=host, port=port, log_level=config.log_level, access_log=config.access_log, limits=limits, body_limit=config.body_limit
+    ))
+    _end_streams_on_exit(server, app)
+    _tune_gc()
+    try:
+        with _quiet_signals():
+            server.run(sockets=[sock])
+    finally:
+        link.close()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    try:
+        config = msgspec.json.decode(argv[1], type=FrontConfig)
+    except (IndexError, msgspec.DecodeError) as e:
+        print(f"error: python -m stdbmod.http.front is started by `stdbmod serve --workers N` ({e})", file=sys.stderr)
+        return CANNOT_START
+    try:
+        return serve_front(config)
+    except (StdbError, OSError) as e:
+        print(f"error: HTTP front: {e}", file=sys.stderr)
+        return CANNOT_START
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

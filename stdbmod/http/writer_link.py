@@ -1,0 +1,150 @@
+"""The writer's end of one front's link (frames.py): calls in, each answered after its commit.
+
+Two threads per front: one reads frames and queues each call on the database's writer (so
+calls from every front share its group commits), one sends the replies, coalescing those that
+are ready into one write. The writer thread itself only appends a finished future to a list:
+pickling and sending stay off it. A front that goes away leaves its queued calls to commit or
+fail as they would have; their replies go nowhere (its clients never got an answer).
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import socket
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import msgspec
+
+from ..errors import ArgumentError, StdbError
+from ..runtime import Database
+from ..runtime.jobs import CallJob
+from ..types import ConnectionId, Identity
+from . import frames
+
+log = logging.getLogger("stdbmod.http")
+
+RECV = 1 << 16
+
+
+def failure(e: BaseException) -> frames.Failure:
+    """An exception as a reply carries it: its class and state pickled when they pickle (the
+    front raises the same exception, so the app maps it to the same answer), and its status,
+    code and message always (for a front that cannot rebuild it)."""
+    try:
+        pickled = pickle.dumps((type(e), e.args, dict(vars(e))), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        pickled = b""
+    return frames.Failure(type(e).__name__, str(e), int(getattr(e, "status_code", 500)), getattr(e, "code", None), pickled)
+
+
+class WriterLink:
+    """Serves one front's socket until it closes; `run` blocks (call it on a thread of its own)."""
+
+    def __init__(self, db: Database, sock: socket.socket, lifecycle: ThreadPoolExecutor) -> None:
+        self.db = db
+        self.sock = sock
+        self._lifecycle = lifecycle  # connect/disconnect wait for their commit: off the reading thread
+        self._ready: list[tuple[int, Future[Any] | BaseException]] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closed = False
+
+    def run(self) -> None:
+        sender = threading.Thread(target=self._send_loop, name="stdbmod-link-send", daemon=True)
+        sender.start()
+        reader = frames.FrameReader()
+        try:
+            while True:
+                try:
+                    data = self.sock.recv(RECV)
+                except OSError:
+                    break
+                if not data:
+                    break
+                for body in reader.feed(data):
+                    self._take(body)
+        except frames.FrameTooLarge as e:
+            log.error("a front sent a frame over the limit; closing its link: %s", e)
+        finally:
+            with self._lock:
+                self._closed = True
+            self._wake.set()
+            sender.join()
+            self.sock.close()
+
+    def _take(self, body: bytes) -> None:
+        try:
+            req = frames.request_decoder.decode(body)
+        except msgspec.DecodeError as e:
+            log.error("a front sent a frame that does not decode (ignored): %s", e)
+            return
+        try:
+            if isinstance(req, frames.Call):
+                fut = self.db.submit_job(self._job(req))
+            elif isinstance(req, frames.Sql):
+                from ..runtime.sql import SqlJob  # sqlglot is slow to import: only when SQL comes
+
+                fut = self.db.submit_job(SqlJob.from_record(self.db, req.args, Identity(req.sender)))
+            elif isinstance(req, frames.Connect):
+                fut = self._lifecycle.submit(self._connect, Identity(req.sender))
+            else:
+                fut = self._lifecycle.submit(self.db.disconnect, Identity(req.sender), ConnectionId(req.connection_id))
+        except Exception as e:  # refused before it was queued (unknown reducer, bad arguments)
+            self._done(req.id, e)
+            return
+        fut.add_done_callback(lambda f: self._done(req.id, f))
+
+    def _connect(self, sender: Identity) -> bytes:
+        return self.db.connect(sender).to_bytes()
+
+    def _job(self, req: frames.Call) -> CallJob:
+        """The call as `Database.submit` would have made it: the front already decoded and
+        checked the arguments against the reducer's types, and sent the commit log's bytes of
+        them; decoding those here is the one check left (a front is our own process, but its
+        bytes are still read as data)."""
+        sender = Identity(req.sender)
+        r = self.db.reducer(req.reducer, sender)
+        try:
+            args = msgspec.structs.astuple(r.msgpack_decoder.decode(req.args))
+        except msgspec.DecodeError as e:
+            raise ArgumentError(r.explain(e)) from None
+        conn = None if req.connection_id is None else ConnectionId(req.connection_id)
+        return CallJob(kind="call", reducer=req.reducer, sender=sender, connection_id=conn, args_bytes=req.args, reducer_def=r, args=args)
+
+    def _done(self, req_id: int, outcome: Future[Any] | BaseException) -> None:
+        # on the writer thread: no more than an append
+        with self._lock:
+            self._ready.append((req_id, outcome))
+        self._wake.set()
+
+    def _send_loop(self) -> None:
+        while True:
+            self._wake.wait()
+            with self._lock:
+                self._wake.clear()
+                ready, self._ready = self._ready, []
+                closed = self._closed
+            if ready:
+                try:
+                    self.sock.sendall(b"".join(self._reply(i, o) for i, o in ready))
+                except OSError:
+                    return  # the front is gone: the reading side ends too
+            if closed:
+                return
+
+    @staticmethod
+    def _reply(req_id: int, outcome: Future[Any] | BaseException) -> bytes:
+        if isinstance(outcome, BaseException):
+            return frames.encode(frames.Reply(req_id, failure=failure(outcome)))
+        e = outcome.exception()
+        if e is not None:
+            return frames.encode(frames.Reply(req_id, failure=failure(e)))
+        try:
+            return frames.encode(frames.Reply(req_id, pickle.dumps(outcome.result(), protocol=pickle.HIGHEST_PROTOCOL)))
+        except Exception as err:  # committed, but its result cannot travel: say so rather than hang
+            log.error("the result of a call cannot be sent to its front: %s", err)
+            lost = StdbError(f"the call committed, but its result cannot be sent to the HTTP front: {err}")
+            return frames.encode(frames.Reply(req_id, failure=failure(lost)))

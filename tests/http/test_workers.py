@@ -1,0 +1,216 @@
+"""`stdbmod serve --workers N` against real servers: HTTP fronts in their own processes, the
+writer in another (stdbmod/http/workers.py). The seed routes end to end, auth in a front, a front
+killed mid-flight (no acknowledged write lost), the writer gone (503s, no hang), hostile heads
+still bounded, the routes a front cannot serve refused clearly, one server per directory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from stdbmod.http import frames
+
+from .servers import STARTUP_DEADLINE, Roles, Server, bearer, start_server
+from .test_connection_limits import (  # noqa: F401 (collected here too: against the fronts)
+    test_an_endless_head_is_refused_early_and_costs_no_memory,
+    test_heads_are_bounded_in_size_and_count_before_authentication,
+)
+from .test_hostile_requests import test_a_client_gone_mid_body_is_one_log_line  # noqa: F401 (likewise)
+
+JOBS = "/api:job-retry/jobs"
+
+
+def fronts_of(server: Server) -> list[int]:
+    """The pids of the writer's live children: its HTTP fronts."""
+    try:
+        text = Path(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+
+
+def kill_all(server: Server, fronts: list[int]) -> None:
+    server.stop(signal.SIGKILL)
+    for pid in fronts:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def wait_fronts(server: Server, n: int, without: frozenset[int] = frozenset()) -> list[int]:
+    """The fronts once `n` of them are up (none of them in `without`), within a bounded deadline."""
+    deadline = time.monotonic() + STARTUP_DEADLINE
+    while time.monotonic() < deadline:
+        pids = [p for p in fronts_of(server) if p not in without]
+        if len(pids) == n:
+            return pids
+        time.sleep(0.05)
+    raise AssertionError(f"not {n} fronts: {fronts_of(server)}\n{server.output()}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    s = start_server(tmp_path_factory.mktemp("workers") / "data", None, "--workers", "2")
+    fronts = wait_fronts(s, 2)
+    yield s
+    assert s.stop() == 0, s.output()
+    assert not [p for p in fronts if alive(p)], "the fronts outlived the writer's clean stop"
+
+
+@pytest.fixture(scope="module")
+def roles(server: Server) -> Roles:
+    return Roles.create(server.base, server.owner_token())  # the /v1 call route, through a front
+
+
+def test_the_seed_routes_work_end_to_end(server: Server, roles: Roles) -> None:
+    with httpx.Client(base_url=server.base, headers=bearer(roles.worker), timeout=30) as c:
+        job = c.post(JOBS, json={"job_type": "email", "payload": {"to": "a"}}).json()
+        assert job["status"] == "queued"
+        assert c.get(f"{JOBS}/{job['id']}").json()["id"] == job["id"]  # read in a front, after its commit
+        claimed = c.post(f"{JOBS}/claim", json={"worker_id": "w1"}).json()
+        assert claimed["claimed"] and claimed["job"]["id"] == job["id"]
+        done = c.post(f"{JOBS}/{job['id']}/complete", json={"result": {"ok": True}, "attempt": 1})
+        assert done.status_code == 200 and done.json()["status"] == "completed", done.text
+        again = c.post(f"{JOBS}/{job['id']}/complete", json={"result": {}, "attempt": 1})
+        assert again.status_code == 409 and "error" in again.json()  # the writer's error, rebuilt in the front
+        other = c.post(JOBS, json={"job_type": "email"}).json()
+        assert c.post(f"{JOBS}/claim", json={"worker_id": "w1"}).json()["job"]["id"] == other["id"]
+        stale = c.post(f"{JOBS}/{other['id']}/fail", json={"error": "x", "attempt": 7})
+        assert stale.status_code == 409 and stale.json().get("code") == "stale_lease", stale.text
+        assert c.post(f"{JOBS}/999999/complete", json={"result": {}}).status_code == 404
+        assert c.post(JOBS, json={"job_type": 5}).status_code == 400  # validated in the front
+        listed = c.get(JOBS, params={"status": "completed"}, headers=bearer(roles.owner)).json()
+        assert [j["id"] for j in listed["items"]] == [job["id"]]
+
+
+def test_a_bad_token_is_a_401_from_a_front(server: Server) -> None:
+    for headers in ({}, bearer("not.a.token"), bearer("x" * 300)):
+        r = httpx.post(server.base + JOBS, json={"job_type": "x"}, headers=headers)
+        assert r.status_code == 401 and "error" in r.json(), r.text
+        assert r.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_what_needs_the_commit_stream_is_a_clear_501(server: Server, roles: Roles) -> None:
+    for path in ("/metrics", "/dashboard", "/dashboard/jobs", "/v1/database/retry/logs?follow=true"):
+        r = httpx.get(server.base + path, headers=bearer(roles.owner), timeout=30)
+        assert r.status_code == 501 and "--workers 0" in r.json()["error"], (path, r.status_code, r.text)
+    assert httpx.get(server.base + "/v1/database/retry/logs", headers=bearer(roles.owner)).status_code == 200
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.sendall(
+            b"GET /v1/database/retry/subscribe HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v1.json.spacetimedb\r\n\r\n"
+        )
+        s.settimeout(30)
+        answer = s.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 501"), answer[:200]
+    assert b"--workers 0" in answer
+
+
+def test_sql_writes_go_through_the_writer(server: Server, roles: Roles) -> None:
+    with httpx.Client(base_url=server.base, headers=bearer(roles.owner), timeout=30) as c:
+        job = c.post(JOBS, json={"job_type": "sql-made"}).json()
+        r = c.post("/v1/database/retry/sql", content=f"UPDATE task SET priority = 7 WHERE id = {job['id']}")
+        assert r.status_code == 200 and r.json()[0]["stats"]["rows_updated"] == 1, r.text
+        assert c.get(f"{JOBS}/{job['id']}").json()["priority"] == 7
+
+
+def test_a_front_killed_mid_flight_loses_no_acknowledged_write(tmp_path: Path) -> None:
+    s = start_server(tmp_path / "data", None, "--workers", "2")
+    fronts = wait_fronts(s, 2)
+    try:
+        token = s.owner_token()
+        acked: list[int] = []
+        refused: list[str] = []
+        lock = threading.Lock()
+        half = threading.Event()
+        stop = threading.Event()
+
+        def enqueue(k: int) -> None:
+            with httpx.Client(base_url=s.base, headers=bearer(token), timeout=30) as c:
+                for i in range(400):
+                    if stop.is_set():
+                        return
+                    try:
+                        r = c.post(JOBS, json={"job_type": "kill", "payload": {"k": k, "i": i}})
+                    except httpx.TransportError as e:  # the front died under this request: no answer, no promise
+                        refused.append(type(e).__name__)
+                        continue
+                    if r.status_code == 200:
+                        with lock:
+                            acked.append(r.json()["id"])
+                            if len(acked) >= 100:
+                                half.set()
+                    else:
+                        refused.append(f"{r.status_code} {r.text[:100]}")
+
+        threads = [threading.Thread(target=enqueue, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        assert half.wait(STARTUP_DEADLINE), f"no 100 acknowledgements:\n{refused[:5]}\n{s.output()}"
+        os.kill(fronts[0], signal.SIGKILL)
+        replaced = wait_fronts(s, 2, without=frozenset({fronts[0]}))  # the writer started another
+        stop.set()
+        for t in threads:
+            t.join()
+        fronts = replaced
+        assert acked, refused
+        with httpx.Client(base_url=s.base, headers=bearer(token), timeout=30) as c:
+            for job_id in acked:
+                r = c.get(f"{JOBS}/{job_id}")
+                assert r.status_code == 200 and r.json()["job_type"] == "kill", (job_id, r.text)
+        assert s.stop() == 0, s.output()
+        assert "Traceback" not in s.output(), s.output()
+    finally:
+        kill_all(s, fronts)
+
+
+def test_with_the_writer_gone_fronts_answer_503_at_once(tmp_path: Path) -> None:
+    s = start_server(tmp_path / "data", None, "--workers", "1")
+    fronts = wait_fronts(s, 1)
+    try:
+        token = s.owner_token()
+        with httpx.Client(base_url=s.base, headers=bearer(token), timeout=30) as c:
+            job = c.post(JOBS, json={"job_type": "before"}).json()
+            s.proc.send_signal(signal.SIGKILL)
+            s.proc.wait()
+            for _ in range(3):
+                r = c.post(JOBS, json={"job_type": "after"})  # a timeout here would be the hang this forbids
+                assert r.status_code == 503, r.text
+                assert "writer" in r.json()["error"]
+            assert c.get(f"{JOBS}/{job['id']}").status_code == 200  # reads need no writer
+    finally:
+        kill_all(s, fronts)
+
+
+def test_a_second_serve_on_the_directory_is_refused(server: Server, roles: Roles) -> None:
+    second = start_server(server.data, None, "--workers", "2", wait=False)
+    assert second.proc.wait(STARTUP_DEADLINE) == 2
+    assert "already served" in second.output(), second.output()
+    r = httpx.post(server.base + JOBS, json={"job_type": "still"}, headers=bearer(roles.worker))
+    assert r.status_code == 200, r.text
+
+
+def test_frames_are_bounded_and_split_anywhere() -> None:
+    data = frames.encode(frames.Call(1, "enqueue", b"\x91\x01", b"s" * 32)) + frames.encode(frames.Connect(2, b"s" * 32))
+    reader = frames.FrameReader()
+    got = [frames.request_decoder.decode(b) for i in range(len(data)) for b in reader.feed(data[i : i + 1])]
+    assert [type(f).__name__ for f in got] == ["Call", "Connect"]
+    with pytest.raises(frames.FrameTooLarge):
+        list(frames.FrameReader().feed((frames.MAX_FRAME + 1).to_bytes(4, "big")))
