@@ -2,8 +2,10 @@
 transaction so the limits hold across every worker and process.
 
 One `retry_queue` row per queue that has a control set (paused, or a limit); a queue without a
-row is open and unlimited, and a row that controls nothing is deleted, so the claim's fast path
-(no row at all) costs one count. A paused queue hands out nothing: no claim, and no in-module
+row is open and unlimited, and a row that controls nothing is deleted. The table is `cached`:
+every claim reads its queue's row (or its absence) by key and admins write it rarely, so from
+the second call on the check costs no storage read (docs/modules.md: a write, a failed call or
+another writer's commit drops what the writer kept). A paused queue hands out nothing: no claim, and no in-module
 attempt runs (its timer fires and leaves the task queued; resume re-arms them). Enqueues land.
 
 Rate limits are exact over a sliding window: each claim of a rate-limited queue writes a
@@ -65,7 +67,7 @@ class Limits(msgspec.Struct, forbid_unknown_fields=True):
 
 
 def declare_queue_tables(mod: Module) -> None:
-    mod.table(RetryQueue)
+    mod.table(RetryQueue, cached=True)
     mod.table(ClaimMark, indexes=MARK_INDEXES)
 
 
@@ -175,9 +177,9 @@ def next_allowed(db: Any, queue: str | None, now: Timestamp) -> Task | None:
             return None
         return _first_allowed(db, queue, row, now)
     best = next(ready_tasks(db, None, now), None)
-    if best is None or db.retry_queue.count() == 0:
-        return best
-    row = control_of(db, best.queue)
+    if best is None:
+        return None
+    row = control_of(db, best.queue)  # a key read the cache answers, where a count of the table is not
     if row is None:
         return best
     if not blocked(db, row, now) and getattr(_first_allowed(db, best.queue, row, now), "id", None) == best.id:
