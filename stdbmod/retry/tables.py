@@ -222,7 +222,9 @@ def declare_tables(mod: Module) -> None:
     mod.table(RetryWorker, cached=True)
     mod.table(RetrySettings, cached=True)
     mod.table(AttemptTimer, scheduled="run_attempt")
-    mod.table(LeaseSweep, scheduled="sweep_leases")
+    # every claim reads the sweep's time (arm_sweep); it is written only when a lease ends
+    # earlier than it, or when it fires: cached, like the roles
+    mod.table(LeaseSweep, scheduled="sweep_leases", cached=True)
     mod.table(LeaseTimer, scheduled="reap_lease")
     from .queues import declare_queue_tables  # queues.py builds on these rows
 
