@@ -148,6 +148,8 @@ async def _result(done: Future[Any]) -> Any:
     also chains cancellation back to the writer's future (a queued call is never cancelled)
     and checks both futures' states on every hand-over: here the writer thread schedules one
     callback on the loop, which settles the waiter."""
+    if isinstance(done, asyncio.Future):  # an HTTP front's call (front_db.py): settled on this loop
+        return await done
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[Any] = loop.create_future()
     done.add_done_callback(lambda f: _wake(loop, waiter, f))

@@ -11,6 +11,7 @@ keeps answering for `writer_grace` seconds, then exits (nobody would restart it)
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import sys
@@ -77,6 +78,7 @@ def serve_front(config: FrontConfig) -> int:
     def open_database() -> FrontDatabase:
         db = FrontDatabase.open(data, loaded.module, readonly=True)
         assert isinstance(db, FrontDatabase)  # `open` makes its class's instance
+        link.start(asyncio.get_running_loop())  # the lifespan runs on the server's loop
         db.attach(link)
         return db
 

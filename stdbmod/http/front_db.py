@@ -16,6 +16,7 @@ every call fails with `WriterGone` (503) at once, queued ones included: nothing 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import pickle
@@ -23,7 +24,7 @@ import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, cast
 
 from ..errors import StdbError
 from ..runtime import Database
@@ -77,57 +78,105 @@ def rebuild(f: frames.Failure) -> BaseException:
 
 
 class WriterClient:
-    """This front's end of its link to the writer. `request` may be called from any thread."""
+    """This front's end of its link to the writer, run by the front's event loop (no thread of
+    its own: a reply settles its request's future where the request awaits it). `request` may
+    be called from any thread: on the loop it returns an asyncio future (what the app awaits:
+    context.py's `_result`), elsewhere a concurrent one (the blocking callers in the thread
+    pool: connect, disconnect, SQL writes)."""
 
     def __init__(self, sock: socket.socket, on_gone: Callable[[], None] | None = None) -> None:
+        sock.setblocking(False)
         self._sock = sock
-        self._pending: dict[int, Future[Any]] = {}
+        self._fd = sock.fileno()
+        self._pending: dict[int, Any] = {}  # id -> asyncio or concurrent future
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
+        self._out = bytearray()
+        self._flush_soon = False
+        self._reader = frames.FrameReader()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
         self.gone: str | None = None
         self.on_gone = on_gone
-        threading.Thread(target=self._read_loop, name="stdbmod-front-link", daemon=True).start()
 
-    def request(self, make: Callable[[int], frames.Request]) -> Future[Any]:
-        fut: Future[Any] = Future()
-        with self._lock:
-            if self.gone is not None:
-                fut.set_exception(WriterGone(self.gone))
-                return fut
-            req_id = next(self._ids)
-            data = frames.encode(make(req_id))  # FrameTooLarge: the caller's error, nothing sent
-            self._pending[req_id] = fut
-            try:
-                self._sock.sendall(data)
-            except OSError as e:
-                lost = f"the writer process is gone ({e.strerror or e}); the server is stopping or has failed"
-            else:
-                return fut
-        self._lose(lost)
-        return fut
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve the link on `loop` (the app's, from its lifespan)."""
+        self._loop, self._loop_thread = loop, threading.get_ident()
+        loop.add_reader(self._fd, self._readable)
 
-    def call(self, job: CallJob) -> Future[Any]:
+    def request(self, make: Callable[[int], frames.Request]) -> Any:
+        loop = self._loop
+        if loop is None:
+            fut: Future[Any] = Future()
+            fut.set_exception(WriterGone("this front's link to the writer is not started"))
+            return fut
+        if threading.get_ident() == self._loop_thread:
+            waiter = loop.create_future()
+            self._queue(make, waiter)
+            return waiter
+        done: Future[Any] = Future()
+        try:
+            loop.call_soon_threadsafe(self._queue, make, done)
+        except RuntimeError:  # the loop is closed: the front is stopping
+            done.set_exception(WriterGone("the front is stopping"))
+        return done
+
+    def call(self, job: CallJob) -> Any:
         sender = job.sender.to_bytes()
         conn = None if job.connection_id is None else job.connection_id.to_bytes()
         return self.request(lambda i: frames.Call(i, job.reducer, job.args_bytes, sender, conn))
 
     def close(self) -> None:
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self._lose("the front is stopping")
 
-    def _read_loop(self) -> None:
-        reader = frames.FrameReader()
+    # --- on the loop ----------------------------------------------------------------------------
+
+    def _queue(self, make: Callable[[int], frames.Request], fut: Any) -> None:
+        if self.gone is not None:
+            fut.set_exception(WriterGone(self.gone))
+            return
+        req_id = next(self._ids)
+        try:
+            self._out += frames.encode(make(req_id))
+        except frames.FrameTooLarge as e:  # the caller's error; nothing sent
+            fut.set_exception(e)
+            return
+        self._pending[req_id] = fut
+        if not self._flush_soon:  # the frames of one loop iteration go out in one write
+            self._flush_soon = True
+            assert self._loop is not None
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_soon = False
+        if not self._out or self.gone is not None:
+            return
+        try:
+            sent = self._sock.send(self._out)
+        except BlockingIOError:
+            sent = 0
+        except OSError as e:
+            self._lose(f"the writer process is gone ({e.strerror or e}); the server is stopping or has failed")
+            return
+        del self._out[:sent]
+        assert self._loop is not None
+        if self._out:  # the socket's buffer is full: the rest when it drains
+            self._loop.add_writer(self._fd, self._writable)
+
+    def _writable(self) -> None:
+        assert self._loop is not None
+        self._loop.remove_writer(self._fd)
+        self._flush()
+
+    def _readable(self) -> None:
         why = "the writer process is gone (the link closed); the server is stopping or has failed"
         try:
-            while True:
-                data = self._sock.recv(RECV)
-                if not data:
-                    break
-                for body in reader.feed(data):
+            data = self._sock.recv(RECV)
+            if data:
+                for body in self._reader.feed(data):
                     self._settle(frames.reply_decoder.decode(body))
+                return
+        except BlockingIOError:
+            return
         except (OSError, frames.FrameTooLarge) as e:
             why = f"the link to the writer process failed: {e}"
         except Exception as e:  # a reply that does not decode: the link is not to be trusted further
@@ -136,9 +185,8 @@ class WriterClient:
         self._lose(why)
 
     def _settle(self, reply: frames.Reply) -> None:
-        with self._lock:
-            fut = self._pending.pop(reply.id, None)
-        if fut is None:
+        fut = self._pending.pop(reply.id, None)
+        if fut is None or fut.done():  # done: a request whose client went away (cancelled)
             return
         if reply.failure is not None:
             fut.set_exception(rebuild(reply.failure))
@@ -151,21 +199,23 @@ class WriterClient:
         fut.set_result(value)
 
     def _lose(self, why: str) -> None:
-        with self._lock:
-            first = self.gone is None
-            if first:
-                self.gone = why
-            pending, self._pending = self._pending, {}
+        if self.gone is not None:
+            return
+        self.gone = why
+        pending, self._pending = self._pending, {}
         for fut in pending.values():
             if not fut.done():
                 fut.set_exception(WriterGone(f"{why}: the call's outcome is unknown here (it may have committed)"))
-        if first:
-            try:
-                self._sock.close()
-            except OSError:
-                pass
-            if self.on_gone is not None:
-                self.on_gone()
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.remove_reader(self._fd)
+            loop.remove_writer(self._fd)
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        if self.on_gone is not None:
+            self.on_gone()
 
 
 class FrontDatabase(Database):
@@ -183,11 +233,13 @@ class FrontDatabase(Database):
         return self.link
 
     def _submit(self, job: Job) -> Future[Any]:
+        """The call's future: on the event loop an asyncio one, which `ServerContext` awaits
+        as it is (context.py's `_result`); on another thread a concurrent one."""
         if isinstance(job, CallJob):
-            return self._client().call(job)
+            return cast("Future[Any]", self._client().call(job))
         if job.kind == "sql":  # runtime/sql.py's SqlJob: planned and checked here, run there
             sender = job.sender.to_bytes()
-            return self._client().request(lambda i: frames.Sql(i, job.args_bytes, sender))
+            return cast("Future[Any]", self._client().request(lambda i: frames.Sql(i, job.args_bytes, sender)))
         raise NotInFront(f"{job.kind} jobs run in the writer process only")
 
     def _run(self, job: Job) -> Future[Any]:
