@@ -10,7 +10,7 @@ due no later than that task's age limit (or, when the status has a count limit, 
 now); otherwise a finish only reads it. Each firing deletes at most PRUNE_BATCH tasks, oldest
 finished first, with their attempt history, so one transaction stays small however large the
 backlog: with more to do it fires again a second later, else at the next task's age limit, or
-goes when no finished task is left. The walk is the (status, finished_at) index; nothing is
+goes when no finished task is left. The walk is the (status, finished_at, ...) index; nothing is
 scanned. Freed pages are reused by LMDB, so a steady load keeps the data file flat (docs).
 """
 
@@ -120,14 +120,14 @@ def prune(ctx: ReducerContext, batch: int = PRUNE_BATCH) -> int:
         policy = policy_of(ctx.db, status)
         if policy.max_age_seconds is not None and budget:
             cutoff = now - TimeDuration.from_seconds(policy.max_age_seconds)
-            old = list(_take(ctx.db.task.by_finished.filter((status, Range(hi=cutoff, hi_inclusive=True))), budget))
+            old = list(_take(ctx.db.task.by_end.filter((status, Range(hi=cutoff, hi_inclusive=True))), budget))
             for task in old:
                 _delete(ctx, task)
             budget -= len(old)
         if policy.max_count is not None and budget:
-            excess = ctx.db.task.by_finished.count((status,)) - policy.max_count
+            excess = ctx.db.task.by_end.count((status,)) - policy.max_count
             if excess > 0:
-                extra = list(_take(ctx.db.task.by_finished.filter((status,)), min(excess, budget)))
+                extra = list(_take(ctx.db.task.by_end.filter((status,)), min(excess, budget)))
                 for task in extra:
                     _delete(ctx, task)
                 budget -= len(extra)
@@ -151,7 +151,7 @@ def _next_due(ctx: ReducerContext, now: Timestamp) -> Timestamp | None:
     due: list[Timestamp] = []
     for status in FINISHED:
         policy = policy_of(ctx.db, status)
-        oldest: Task | None = next(iter(ctx.db.task.by_finished.filter((status,))), None)
+        oldest: Task | None = next(iter(ctx.db.task.by_end.filter((status,))), None)
         if oldest is None:
             continue
         if policy.max_age_seconds is not None:

@@ -55,15 +55,19 @@ class Outcome(str, enum.Enum):
 TASK_INDEXES = {
     "by_claim_queue": ("status", "in_module", "queue", "neg_priority", "run_after"),
     "by_claim": ("status", "in_module", "neg_priority", "run_after"),
-    # retention walks a finished status oldest first; time ranges of completed and dead tasks
-    "by_finished": ("status", "finished_at"),
+    # When a task ended, or its lease ends: retention walks a finished status oldest finished
+    # first (finished_at is set only there), the lease sweep walks running tasks by lease end
+    # (finished_at is None while live, and only a running task holds a lease). One index for
+    # both, so a claim and a completion rewrite one entry for them, not two.
+    "by_end": ("status", "finished_at", "lease_expires_at"),
 }
 # Indexes are only those some query walks (docs/architecture.md, "Decisions changed"): each costs
 # every enqueue an entry, and each led by `status` costs every claim and completion a rewrite.
 # Seed 000's "status, queue, run_after, created_at desc": `status` and `queue` alone, run_after
 # inside the claim indexes (the only walk that orders by it), created_at (the dashboard's time
 # walk) with "desc" as the primary key's order. The dead-letter groups walk `error_fingerprint`
-# (set when a task dies), not (status, error_fingerprint), so a claim or completion leaves it.
+# (set when a task dies), not (status, error_fingerprint), so a claim or completion leaves it;
+# the lease sweep walks by_end, not an index of its own.
 
 
 class Task(msgspec.Struct):
@@ -85,7 +89,7 @@ class Task(msgspec.Struct):
     claimed_at: Timestamp | None = None
     claimed_by: str | None = None  # the last claim's worker_id (kept after it ends, for audit)
     lease_holder: Identity | None = None  # the identity whose lease is current (running only)
-    lease_expires_at: Annotated[Timestamp | None, Index()] = None  # the sweep walks it (None: no lease)
+    lease_expires_at: Timestamp | None = None  # the sweep walks it, in by_end (None: no lease)
     last_attempted_at: Timestamp | None = None
     last_error: str | None = None
     completed_at: Timestamp | None = None

@@ -114,11 +114,11 @@ def sweep_leases(ctx: ReducerContext, handlers: Handlers) -> None:
     the sweep to the next lease end (or a second from now, if later): an index walk over the
     ended leases and one more entry."""
     now = ctx.timestamp
-    ended = list(ctx.db.task.lease_expires_at.filter(Range(Timestamp(-(1 << 63)), now, hi_inclusive=True)))
+    index = ctx.db.task.by_end  # running tasks (never finished) by lease end
+    ended = list(index.filter((TaskStatus.RUNNING, None, Range(Timestamp(-(1 << 63)), now, hi_inclusive=True))))
     for task in ended:
-        if task.status is TaskStatus.RUNNING:  # only a running claim holds a lease (defensive)
-            reap(ctx, handlers, task)
-    upcoming: Task | None = next(iter(ctx.db.task.lease_expires_at.filter(Range(now, lo_inclusive=False))), None)
+        reap(ctx, handlers, task)
+    upcoming: Task | None = next(iter(index.filter((TaskStatus.RUNNING, None, Range(now, lo_inclusive=False)))), None)
     if upcoming is not None and upcoming.lease_expires_at is not None:
         ctx.db.lease_sweep.scheduled_id.update(LeaseSweep(0, At(max(upcoming.lease_expires_at, now + SWEEP_SPACING))))
 

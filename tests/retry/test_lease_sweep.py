@@ -151,7 +151,8 @@ def test_a_legacy_timer_reaps_only_the_attempt_it_was_armed_for(tmp_path: Path, 
 
 def made_before_the_sweep(path: Path, rm: RetryModule) -> None:
     """Rewrite a closed database into what the retry module made before the sweep: no
-    `lease_sweep` table and no index on `lease_expires_at` in its stored schema or its data."""
+    `lease_sweep` table and no index the sweep walks (by_end, over lease_expires_at) in its stored
+    schema or its data."""
     from stdbmod import codec
     from stdbmod.runtime import spaces
     from stdbmod.runtime.database import Meta, _meta_decoder
@@ -164,8 +165,8 @@ def made_before_the_sweep(path: Path, rm: RetryModule) -> None:
         tables = [t for t in meta.schema["tables"] if t["name"] != "lease_sweep"]
         for t in tables:
             if t["name"] == "task":
-                del t["indexes"]["lease_expires_at"]
-        w.clear(spaces.index("task", "lease_expires_at"))
+                del t["indexes"]["by_end"]
+        w.clear(spaces.index("task", "by_end"))
         w.clear(spaces.rows("lease_sweep"))
         for key, queue_key in list(w.scan(spaces.SCHEDULE_BY_ROW)):
             if key.startswith(b"lease_sweep\x00"):
@@ -175,7 +176,7 @@ def made_before_the_sweep(path: Path, rm: RetryModule) -> None:
         w.put(spaces.META, b"meta", codec.msgpack_encoder.encode(msgspec.structs.replace(meta, schema=schema)))
         w.commit()
         with storage.begin_read() as r:
-            assert r.count(spaces.index("task", "lease_expires_at")) == 0 and r.count(spaces.rows("lease_timer")) == 2
+            assert r.count(spaces.index("task", "by_end")) == 0 and r.count(spaces.rows("lease_timer")) == 2
     finally:
         storage.close()
 
@@ -194,7 +195,8 @@ def test_a_database_made_before_the_sweep_opens_builds_the_index_and_reaps_its_o
     db = Database.open(tmp_path / "legacy", rm.module, clock=clock, durable=False)
     assert db.check_integrity() == []  # the new index was built from the rows
     with db.read() as v:
-        assert sorted(t.id for t in v.db.task.lease_expires_at.filter(Range(clock.now()))) == [old, extended]
+        running = (TaskStatus.RUNNING, None, Range(clock.now()))
+        assert sorted(t.id for t in v.db.task.by_end.filter(running)) == [old, extended]
         assert v.db.lease_sweep.count() == 0 and v.db.lease_timer.count() == 2
     db.call("heartbeat", extended, 120, sender=WORKER)  # arms the sweep at the new end
     clock.advance(30)

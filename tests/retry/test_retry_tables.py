@@ -30,16 +30,16 @@ def test_tables_and_indexes(rm: RetryModule) -> None:
     ix = tables["task"].indexes
     # seed 000: "Indexed on status, queue, run_after, created_at desc": run_after inside the claim
     # indexes (the only walk ordering by it), "desc" as the primary key's order
-    for col in ("status", "queue", "created_at", "job_type", "idempotency_key", "lease_expires_at", "unique_key", "error_fingerprint"):
+    for col in ("status", "queue", "created_at", "job_type", "idempotency_key", "unique_key", "error_fingerprint"):
         assert ix[col].columns == (col,)
     assert ix["by_claim_queue"].columns == ("status", "in_module", "queue", "neg_priority", "run_after")
     assert ix["by_claim"].columns == ("status", "in_module", "neg_priority", "run_after")
-    assert ix["by_finished"].columns == ("status", "finished_at")
+    assert ix["by_end"].columns == ("status", "finished_at", "lease_expires_at")  # retention and the lease sweep
     # nothing walks the others: each would cost every enqueue (and, led by status, every claim
     # and completion) an entry
     assert set(ix) == {
-        "status", "queue", "created_at", "job_type", "idempotency_key", "lease_expires_at", "unique_key", "error_fingerprint",
-        "by_claim_queue", "by_claim", "by_finished",
+        "status", "queue", "created_at", "job_type", "idempotency_key", "unique_key", "error_fingerprint",
+        "by_claim_queue", "by_claim", "by_end",
     }  # fmt: skip
     assert tables["attempt_timer"].scheduled == "run_attempt"
     assert tables["lease_sweep"].scheduled == "sweep_leases"

@@ -117,7 +117,7 @@ def test_an_old_retry_database_opens_with_the_new_columns_and_members(tmp_path: 
             queued, dead, done = (v.db.task.id.find(i) for i in (1, 2, 3))
             assert (queued.status, dead.dead_reason, done.status) == (TaskStatus.QUEUED, DeadReason.GAVE_UP, TaskStatus.COMPLETED)
             assert (dead.finished_at, dead.unique_key, dead.snoozes, dead.backoff_jitter, dead.triage_hold) == (None, None, 0, 0.0, False)
-            assert [t.id for t in v.db.task.by_finished.filter((TaskStatus.DEAD, None))] == [2]
+            assert [t.id for t in v.db.task.by_end.filter((TaskStatus.DEAD, None))] == [2]
             assert [t.id for t in v.db.task.unique_key.filter(None)] == [1, 2, 3]
             assert [a.outcome for a in v.db.attempt.iter()] == [Outcome.GAVE_UP]
             assert [t.id for t in v.db.task.error_fingerprint.filter(None)] == [1, 2, 3]
