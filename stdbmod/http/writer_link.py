@@ -65,9 +65,11 @@ class WriterLink:
                 if not data:
                     break
                 for body in reader.feed(data):
-                    self._take(body)
-        except frames.FrameTooLarge as e:
-            log.error("a front sent a frame over the limit; closing its link: %s", e)
+                    self._take(frames.request_decoder.decode(body))
+        except (frames.FrameTooLarge, msgspec.DecodeError) as e:
+            # A frame this side cannot read has an id it cannot answer: closing the link fails
+            # every call the front still waits for (503) at once, and the front is replaced.
+            log.error("a front sent a frame this writer cannot read; closing its link: %s", e)
         finally:
             with self._lock:
                 self._closed = True
@@ -75,12 +77,7 @@ class WriterLink:
             sender.join()
             self.sock.close()
 
-    def _take(self, body: bytes) -> None:
-        try:
-            req = frames.request_decoder.decode(body)
-        except msgspec.DecodeError as e:
-            log.error("a front sent a frame that does not decode (ignored): %s", e)
-            return
+    def _take(self, req: frames.Request) -> None:
         try:
             if isinstance(req, frames.Call):
                 fut = self.db.submit_job(self._job(req))

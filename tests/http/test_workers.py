@@ -11,12 +11,17 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 
+from stdbmod import Database
 from stdbmod.http import frames
+from stdbmod.http.writer_link import WriterLink
+from stdbmod.local.modspec import load_module
+from stdbmod.types import Identity
 
 from .servers import STARTUP_DEADLINE, Roles, Server, bearer, start_server
 from .test_connection_limits import (  # noqa: F401 (collected here too: against the fronts)
@@ -214,3 +219,28 @@ def test_frames_are_bounded_and_split_anywhere() -> None:
     assert [type(f).__name__ for f in got] == ["Call", "Connect"]
     with pytest.raises(frames.FrameTooLarge):
         list(frames.FrameReader().feed((frames.MAX_FRAME + 1).to_bytes(4, "big")))
+
+
+def test_the_writer_answers_a_refused_call_and_closes_on_a_frame_it_cannot_read(tmp_path: Path) -> None:
+    owner = Identity(bytes(32))
+    db = Database.create(tmp_path / "db", load_module("stdbmod.retry:default_retry").module, owner=owner)
+    mine, theirs = socket.socketpair()
+    pool = ThreadPoolExecutor(1)
+    link = threading.Thread(target=WriterLink(db, mine, pool).run)
+    link.start()
+    try:
+        theirs.settimeout(STARTUP_DEADLINE)
+        theirs.sendall(frames.encode(frames.Call(7, "no_such_reducer", b"\x90", owner.to_bytes())))
+        reader = frames.FrameReader()
+        replies: list[frames.Reply] = []
+        while not replies:
+            replies += [frames.reply_decoder.decode(b) for b in reader.feed(theirs.recv(65536))]
+        assert replies[0].id == 7 and replies[0].failure is not None
+        assert replies[0].failure.status == 404 and replies[0].failure.name == "NoSuchReducer"
+        theirs.sendall(b"\x00\x00\x00\x03abc")  # a frame that is no request
+        assert theirs.recv(65536) == b""  # the writer closed the link rather than leave a call unanswered
+    finally:
+        theirs.close()
+        link.join(STARTUP_DEADLINE)
+        pool.shutdown()
+        db.close()
