@@ -42,6 +42,29 @@ def single(path: str, n: int, durable: bool = True) -> float:
         db.close()
 
 
+def subscribed(path: str, n: int, subscribers: int = 100) -> float:
+    """Lifecycles/s with `subscribers` live subscribers of a table the lifecycle never writes,
+    over the same without any (fsync off, so the disk's noise does not hide a few percent): what
+    live subscriptions cost calls that concern none of them. Each side on a fresh database."""
+    rates = []
+    for subs in (0, subscribers):
+        db, q = _open(os.path.join(path, str(subs)), durable=False)
+        # every table the lifecycle writes is in a record of its first jobs; subscribe to another
+        _lifecycle(db, q, 0, 3, "w0")
+        written = {c.table for r in db.commit_log() for c in r.changes}
+        quiet = next(t for t in q.module.tables if t not in written)
+        handles = [db.subscribe([f"SELECT * FROM {quiet}"], lambda e: None, sender=q.sender, inline=True) for _ in range(subs)]
+        try:
+            t0 = time.perf_counter()
+            _lifecycle(db, q, 3, n, "w0")
+            rates.append(n / (time.perf_counter() - t0))
+        finally:
+            for h in handles:
+                h.unsubscribe()
+            db.close()
+    return rates[1] / rates[0]
+
+
 def threaded(path: str, n: int, threads: int = 16) -> float:
     """`threads` workers each running the lifecycle; concurrent calls share commits."""
     db, q = _open(path)

@@ -6,10 +6,15 @@ count does not, so this is the figure to compare before and after a change to th
     python bench/instructions.py            # ~2 minutes: two runs under valgrind
     python bench/instructions.py --tree DIR # the same for another checkout (a baseline)
     python bench/instructions.py --empty    # the runtime's fixed cost: a reducer that does nothing
+    python bench/instructions.py --subscribers 100   # with 100 live subscribers the calls never touch
 
 It runs N and N + 1000 lifecycles (enqueue, claim, complete; fsync off) and divides the
 difference by the 3,000 calls, so start-up and imports cancel out. `--empty` does the same with
 3 calls of an empty reducer per round (no arguments, no rows, so no commit record).
+`--subscribers N` runs the lifecycle with N inline subscribers of `SELECT * FROM retry_worker`
+(a table the lifecycle never writes): what live subscriptions cost a call that concerns none of
+them (issue 15: at most 5% more than with nothing subscribed). Every thread's instructions
+count, the subscriptions' own included.
 """
 
 from __future__ import annotations
@@ -28,10 +33,13 @@ from stdbmod import Database, Identity
 from stdbmod.retry import create_retry_module
 owner = Identity.from_claims("bench", "owner")
 db = Database.create(tempfile.mkdtemp(), create_retry_module().module, owner=owner, durable=False)
+subs = [db.subscribe(["SELECT * FROM retry_worker"], lambda e: None, sender=owner, inline=True) for _ in range(int(sys.argv[2]))]
 for i in range(int(sys.argv[1])):
     db.call("enqueue", "email", None, {"i": i}, sender=owner)
     c = db.call("claim", None, "w", sender=owner)
     db.call("complete", c.id, {"ok": True}, sender=owner)
+for s in subs:
+    s.unsubscribe()
 db.close()
 """
 
@@ -52,14 +60,14 @@ db.close()
 """
 
 
-def instructions(tree: str, lifecycles: int, program: str = _LIFECYCLES) -> int:
+def instructions(tree: str, lifecycles: int, program: str = _LIFECYCLES, subscribers: int = 0) -> int:
     with tempfile.TemporaryDirectory() as d:
         script = os.path.join(d, "lifecycles.py")
         with open(script, "w") as f:
             f.write(program)
         env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
         out = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={os.path.join(d, 'cg.out')}", sys.executable, script, str(lifecycles)],
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={os.path.join(d, 'cg.out')}", sys.executable, script, str(lifecycles), str(subscribers)],
             env=env, capture_output=True, text=True, check=True,
         ).stderr
     m = re.search(r"Collected : (\d+)", out)
@@ -73,13 +81,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tree", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), help="checkout whose stdbmod to measure")
     p.add_argument("--base", type=int, default=300, help="lifecycles of the first run (start-up cost)")
     p.add_argument("--empty", action="store_true", help="an empty reducer instead of the retry lifecycle")
+    p.add_argument("--subscribers", type=int, default=0, help="live subscribers of a table the lifecycle never writes")
     a = p.parse_args(argv)
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 2
+    if a.empty and a.subscribers:
+        p.error("--subscribers is for the retry lifecycle")
     program, what = (_EMPTY, "empty reducer") if a.empty else (_LIFECYCLES, "retry lifecycle")
-    first = instructions(a.tree, a.base, program)
-    second = instructions(a.tree, a.base + 1000, program)
+    if a.subscribers:
+        what += f", {a.subscribers} live subscribers"
+    first = instructions(a.tree, a.base, program, a.subscribers)
+    second = instructions(a.tree, a.base + 1000, program, a.subscribers)
     print(f"{(second - first) / 3000:,.0f} instructions per reducer call ({what}, fsync off; {a.tree})")
     return 0
 

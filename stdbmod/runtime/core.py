@@ -82,7 +82,7 @@ class Core:
             for _, fut in batch:
                 fut.set_exception(self.broken)
             return
-        started = time.monotonic()
+        started = 0.0  # when storage first failed transiently (RETRY_FOR counts from there)
         tries = 0
         timed = self.hooks.on_batch is not None  # a hook that wants timings: time each job and the commit
         run_job = self._timed_job if timed else self._run_job
@@ -104,6 +104,8 @@ class Core:
                 self._panic(e, batch)
                 return
             except TransientStorageError as e:
+                if not tries:
+                    started = time.monotonic()
                 tries += 1
                 if self._again(e, batch, started, tries):
                     continue
@@ -150,6 +152,8 @@ class Core:
                 break
             except TransientStorageError as e:
                 outer.abort()
+                if not tries:
+                    started = time.monotonic()
                 tries += 1
                 if self._again(e, batch, started, tries):
                     continue

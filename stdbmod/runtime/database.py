@@ -330,7 +330,7 @@ class Database:
         """Call a reducer as `sender` and wait for its durable commit. Returns what it returned.
 
         Raises SenderError (its message), ReducerFailed (generic), ArgumentError, NoSuchReducer."""
-        return self._wait(self._run(self._job(reducer, args, sender, connection_id)))
+        return self._run(self._job(reducer, args, sender, connection_id)).result()
 
     def call_json(self, reducer: str, body: bytes, *, sender: Identity, connection_id: ConnectionId | None = None) -> Any:
         """Call with the arguments as JSON (the HTTP and CLI form): an array in parameter order,
