@@ -261,7 +261,7 @@ def trim_history(ctx: ReducerContext, cap: int) -> int:
     if excess <= 0:
         return 0
     for row in list(islice(ctx.db.attempt.iter(), excess)):
-        ctx.db.attempt.delete(row)
+        ctx.db.attempt.id.delete(row.id)  # by key: no re-encoding of the row to compare it
     return excess
 
 
