@@ -33,11 +33,16 @@ def is_worker(db_or_view: Any, identity: Identity) -> bool:
     return _has(db_or_view, "retry_worker", identity)
 
 
+# The reducers' checks read ctx.db's tables directly (every call makes one or two): `_has` would
+# first work out which kind of handle it was given.
+
+
 def require_admin(ctx: ReducerContext, action: str) -> None:
-    if not is_admin(ctx.db, ctx.sender):
+    if not ctx.db.retry_admin.identity.contains(ctx.sender):
         raise NotAuthorized(f"{action}: only an admin may do this ({ctx.sender} is not one)")
 
 
 def require_worker(ctx: ReducerContext, action: str) -> None:
-    if not (is_worker(ctx.db, ctx.sender) or is_admin(ctx.db, ctx.sender)):
-        raise NotAuthorized(f"{action}: needs the worker role or admin ({ctx.sender} has neither)")
+    db, sender = ctx.db, ctx.sender
+    if not (db.retry_worker.identity.contains(sender) or db.retry_admin.identity.contains(sender)):
+        raise NotAuthorized(f"{action}: needs the worker role or admin ({sender} has neither)")
