@@ -24,7 +24,7 @@ def test_quick_bench_prints_the_table(tmp_path: Path) -> None:
     assert "measurement" in text and "median" in text and "== targets" in text
     for name in ("raw LMDB, 1 transaction per step", "stdbmod in process, one call at a time",
                  "stdbmod in process, 16 threads (group commit)", "huey", "claim latency p50", "scheduler lateness p99",
-                 "replay: apply row changes", "stdbmod time / raw LMDB time"):
+                 "replay: apply row changes", "stdbmod time / raw LMDB time", "lifecycle with 100 live subscribers / with none"):
         assert name in text, name
 
     data = json.loads(out_json.read_text())
@@ -32,10 +32,10 @@ def test_quick_bench_prints_the_table(tmp_path: Path) -> None:
     # stdbmod's own rows always have numbers; a peer either has numbers or says why not
     for name, row in rows.items():
         assert row["samples"] or row["skipped"], name
-        if name.startswith(("stdbmod in process", "raw LMDB", "claim latency", "replay")):
+        if name.startswith(("stdbmod in process", "raw LMDB", "claim latency", "replay", "lifecycle with 100 live")):
             assert row["samples"] and all(v > 0 for v in row["samples"]), name
     assert any("skipped in quick mode" in row["skipped"] for row in rows.values())  # the server peers
-    assert len(data["targets"]) == 5
+    assert len(data["targets"]) == 6
     assert out_md.read_text().count("| measurement |") >= 3
 
 
