@@ -29,10 +29,12 @@ from ..errors import StdbError
 from ..local.modspec import load_module
 from ..local.tokens import load_or_create_key
 from . import limits as limits_
-from .app import create_app
+from . import openapi
+from .app import ENDPOINTS, create_app
 from .errors import error_response
 from .front_db import ADVICE, FrontDatabase, WriterClient
 from .limits import ConnectionLimits
+from .render import json_response
 from .serve import _end_streams_on_exit, _quiet_signals, _tune_gc, uvicorn_config
 from .upgrade import deny_upgrade
 from .workers import FrontConfig
@@ -40,10 +42,6 @@ from .workers import FrontConfig
 log = logging.getLogger("stdbmod.http")
 
 CANNOT_START = 3  # the writer does not start a front again that ended so
-
-
-async def _no_metrics(request: Request) -> Response:
-    return error_response(501, f"/metrics is not served by the HTTP fronts of --workers N; {ADVICE}")
 
 
 async def _no_dashboard(request: Request) -> Response:
@@ -85,9 +83,21 @@ def serve_front(config: FrontConfig) -> int:
     app = create_app(
         open_database, key=key, body_limit=config.body_limit, token_ttl=config.token_ttl, run_scheduler=False, metrics=False, dashboard=False
     )
-    app.state.context.front = True
+    ctx = app.state.context
+    ctx.front = True
+    spec = openapi.document(ENDPOINTS)  # the API's document without /metrics, which fronts do not serve
+
+    async def openapi_json(request: Request) -> Response:
+        ctx.optional_caller(request)
+        return json_response(spec)
+
+    async def no_metrics(request: Request) -> Response:
+        ctx.caller(request)  # 401 without a valid token, as in one process
+        return error_response(501, f"/metrics is not served by the HTTP fronts of --workers N; {ADVICE}")
+
     app.router.routes[:0] = [
-        Route("/metrics", _no_metrics, methods=["GET"]),
+        Route("/openapi.json", openapi_json, methods=["GET"]),
+        Route("/metrics", no_metrics, methods=["GET"]),
         Route("/dashboard{rest:path}", _no_dashboard, methods=["GET", "POST"], include_in_schema=False),
         WebSocketRoute("/v1/database/{db}/subscribe", _no_subscribe),
     ]

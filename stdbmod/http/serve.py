@@ -231,9 +231,11 @@ def serve(
     if workers:
         from . import workers as workers_
 
+        # Each front holds its share of --max-connections (rounded up): the kernel spreads the
+        # connections among them, so the server's total stays near the cap, not N times it.
         front = workers_.FrontConfig(
             data=str(path), module=loaded.spec, body_limit=body_limit, token_ttl=token_ttl, log_level=log_level, access_log=access_log,
-            max_connections=limits.max_connections, header_timeout=limits.header_timeout, keep_alive_timeout=limits.keep_alive_timeout,
+            max_connections=-(-limits.max_connections // workers), header_timeout=limits.header_timeout, keep_alive_timeout=limits.keep_alive_timeout,
         )
         try:
             return workers_.run(open_database, sock, workers, front)

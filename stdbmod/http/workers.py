@@ -61,11 +61,18 @@ class FrontConfig(msgspec.Struct, kw_only=True):
 class _Stop:
     """A flag the signal handlers, the panic hook and the front watchers set, and the main
     thread waits for: a pipe, since a signal handler must not take a lock the thread it
-    interrupts may hold (threading.Event's)."""
+    interrupts may hold (threading.Event's). It is also the signals' wake-up descriptor
+    (`signal.set_wakeup_fd`): the kernel may deliver SIGTERM to any thread, and only a byte on
+    the pipe then gets the main thread out of its read to run the handler."""
 
     def __init__(self) -> None:
         self._r, self._w = os.pipe()
+        os.set_blocking(self._w, False)  # set_wakeup_fd's rule
         self._set = False
+
+    @property
+    def wakeup_fd(self) -> int:
+        return self._w
 
     def set(self) -> None:
         if self._set:
@@ -172,6 +179,7 @@ def run(open_database: Callable[[], Database], sock: socket.socket, workers: int
     db.hooks.on_panic = writer.on_panic
     scheduler: Scheduler | None = None
     saved: dict[int, object] = {}
+    saved_wakeup = -1
     try:
         db.disconnect_dangling()  # before any front: connections a crash left open
         scheduler = Scheduler(db).start()
@@ -181,6 +189,7 @@ def run(open_database: Callable[[], Database], sock: socket.socket, workers: int
 
         if threading.current_thread() is threading.main_thread():
             saved = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+            saved_wakeup = signal.set_wakeup_fd(writer.stop.wakeup_fd)
         writer.fronts = [_Front(i) for i in range(workers)]
         for front in writer.fronts:
             writer.spawn(front)
@@ -193,6 +202,8 @@ def run(open_database: Callable[[], Database], sock: socket.socket, workers: int
             scheduler.stop()
         writer.lifecycle.shutdown(wait=True)
         db.close()
+        if saved:
+            signal.set_wakeup_fd(saved_wakeup)
         for s, handler in saved.items():
             signal.signal(s, handler)  # type: ignore[arg-type]
         writer.stop.close()
