@@ -117,6 +117,9 @@ def test_what_needs_the_commit_stream_is_a_clear_501(server: Server, roles: Role
         r = httpx.get(server.base + path, headers=bearer(roles.owner), timeout=30)
         assert r.status_code == 501 and "--workers 0" in r.json()["error"], (path, r.status_code, r.text)
     assert httpx.get(server.base + "/v1/database/retry/logs", headers=bearer(roles.owner)).status_code == 200
+    assert httpx.get(server.base + "/metrics").status_code == 401  # the token first, as in one process
+    paths = httpx.get(server.base + "/openapi.json").json()["paths"]
+    assert "/metrics" not in paths and "/api:job-retry/jobs" in paths  # the document lists what a front serves
     with socket.create_connection(("127.0.0.1", server.port)) as s:
         s.sendall(
             b"GET /v1/database/retry/subscribe HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
