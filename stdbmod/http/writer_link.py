@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import queue
 import socket
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -47,10 +48,10 @@ class WriterLink:
         self.db = db
         self.sock = sock
         self._lifecycle = lifecycle  # connect/disconnect wait for their commit: off the reading thread
-        self._ready: list[tuple[int, Future[Any] | BaseException]] = []
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._closed = False
+        # replies ready to send; None: the link closed. A SimpleQueue's put is C code that wakes
+        # the sender without the Python-level Condition of threading.Event, whose set() had
+        # taken ~10% of the writer thread's time.
+        self._ready: queue.SimpleQueue[tuple[int, Future[Any] | BaseException] | None] = queue.SimpleQueue()
 
     def run(self) -> None:
         sender = threading.Thread(target=self._send_loop, name="stdbmod-link-send", daemon=True)
@@ -71,9 +72,7 @@ class WriterLink:
             # every call the front still waits for (503) at once, and the front is replaced.
             log.error("a front sent a frame this writer cannot read; closing its link: %s", e)
         finally:
-            with self._lock:
-                self._closed = True
-            self._wake.set()
+            self._ready.put(None)
             sender.join()
             self.sock.close()
 
@@ -112,24 +111,19 @@ class WriterLink:
         return CallJob(kind="call", reducer=req.reducer, sender=sender, connection_id=conn, args_bytes=req.args, reducer_def=r, args=args)
 
     def _done(self, req_id: int, outcome: Future[Any] | BaseException) -> None:
-        # On the writer thread: an append, and a wake-up only for the first reply of a round
-        # (Event.set notifies a Condition: ~10% of the writer's time when it ran per reply).
-        with self._lock:
-            first = not self._ready
-            self._ready.append((req_id, outcome))
-        if first:
-            self._wake.set()
+        self._ready.put((req_id, outcome))  # on the writer thread: no more than this
 
     def _send_loop(self) -> None:
+        ready = self._ready
         while True:
-            self._wake.wait()
-            with self._lock:
-                self._wake.clear()  # under the lock: a reply appended after this sets it again
-                ready, self._ready = self._ready, []
-                closed = self._closed
-            if ready:
+            batch = [ready.get()]
+            while not ready.empty():  # what else is ready goes in the same write
+                batch.append(ready.get())
+            closed = None in batch
+            replies = [item for item in batch if item is not None]
+            if replies:
                 try:
-                    self.sock.sendall(b"".join(self._reply(i, o) for i, o in ready))
+                    self.sock.sendall(b"".join(self._reply(i, o) for i, o in replies))
                 except OSError:
                     return  # the front is gone: the reading side ends too
             if closed:
