@@ -167,38 +167,53 @@ def _queued_queues(db: Any) -> Iterator[str]:
         spec = (TaskStatus.QUEUED, False, Range(lo=row.queue, lo_inclusive=False))
 
 
+Picked = tuple[Task, RetryQueue | None]  # a claim's task, and its queue's control row as read
+
+
 def next_allowed(db: Any, queue: str | None, now: Timestamp) -> Task | None:
-    """The task a claim takes: `claim.next_claimable`'s, within the queues' controls. With no
-    control row anywhere this is the plain index walk; otherwise the best task overall is taken
-    when its queue allows it, and else the best of each open queue's first allowed task."""
+    """The task a claim takes: `claim.next_claimable`'s, within the queues' controls."""
+    picked = pick(db, queue, now)
+    return None if picked is None else picked[0]
+
+
+def pick(db: Any, queue: str | None, now: Timestamp) -> Picked | None:
+    """`next_allowed`'s task with its queue's control row (None: the queue has none), read once
+    for both the choice and the claim's rate marks (`note_claim_under`). The best task overall
+    is taken when its queue has no control row or allows it, else the best of each open queue's
+    first allowed task."""
     if queue is not None:
         row = control_of(db, queue)
         if row is not None and blocked(db, row, now):
             return None
-        return _first_allowed(db, queue, row, now)
+        task = _first_allowed(db, queue, row, now)
+        return None if task is None else (task, row)
     best = next(ready_tasks(db, None, now), None)
     if best is None:
         return None
     row = control_of(db, best.queue)  # a key read the cache answers, where a count of the table is not
     if row is None:
-        return best
+        return best, None
     if not blocked(db, row, now) and getattr(_first_allowed(db, best.queue, row, now), "id", None) == best.id:
-        return best
-    candidates = []
+        return best, row
+    candidates: list[Picked] = []
     for q in _queued_queues(db):
         row = control_of(db, q)
         if row is not None and blocked(db, row, now):
             continue
         task = _first_allowed(db, q, row, now)
         if task is not None:
-            candidates.append(task)
-    return min(candidates, key=lambda t: (t.neg_priority, t.run_after, t.id), default=None)
+            candidates.append((task, row))
+    return min(candidates, key=lambda p: (p[0].neg_priority, p[0].run_after, p[0].id), default=None)
 
 
 def note_claim(ctx: ReducerContext, task: Task) -> None:
     """Count a claim in its queue's rate windows (only a rate-limited queue keeps marks), and
     drop the marks that have left the window."""
-    row = control_of(ctx.db, task.queue)
+    note_claim_under(ctx, task, control_of(ctx.db, task.queue))
+
+
+def note_claim_under(ctx: ReducerContext, task: Task, row: RetryQueue | None) -> None:
+    """`note_claim` with the queue's control row this transaction already read (`pick`)."""
     if row is None or (row.rate_limit is None and row.partition_limit is None):
         return
     now = ctx.timestamp

@@ -31,7 +31,7 @@ from . import retention, transitions
 from .errors import AttemptTimedOut, InvalidArgument, InvalidTransition, StaleLease, TaskCancelled, TaskNotFound
 from .handlers import run_handler_attempt
 from .limits import MAX_BATCH, MAX_HISTORY_CAP, MAX_LEASE_SECONDS, MAX_SNOOZE_SECONDS, check_batch, check_int, check_name
-from .queues import Limits, RetryQueue, next_allowed, set_limits, set_paused
+from .queues import Limits, RetryQueue, pick, set_limits, set_paused
 from .retention import RetentionSweep, RetryRetention
 from .roles import require_admin, require_worker
 from .tables import (
@@ -155,10 +155,10 @@ def declare_reducers(mod: Module, handlers: Handlers) -> None:
             check_name("queue", queue)
         worker = _worker_id(ctx, worker_id)
         lease = lease_length(ctx, lease_seconds)
-        task = next_allowed(ctx.db, queue, ctx.timestamp)
-        if task is None:
+        picked = pick(ctx.db, queue, ctx.timestamp)
+        if picked is None:
             return None
-        return transitions.start_claim(ctx, task, worker, lease)
+        return transitions.start_picked_claim(ctx, picked, worker, lease)
 
     @mod.reducer
     def heartbeat(ctx: ReducerContext, task_id: int, lease_seconds: int | None = None, attempt: int | None = None) -> Task:
@@ -227,10 +227,10 @@ def declare_reducers(mod: Module, handlers: Handlers) -> None:
         lease = lease_length(ctx, lease_seconds)
         claimed: list[Task] = []
         while len(claimed) < limit:
-            task = next_allowed(ctx.db, queue, ctx.timestamp)
-            if task is None:
+            picked = pick(ctx.db, queue, ctx.timestamp)
+            if picked is None:
                 break
-            claimed.append(transitions.start_claim(ctx, task, worker, lease))
+            claimed.append(transitions.start_picked_claim(ctx, picked, worker, lease))
         return claimed
 
     @mod.reducer

@@ -41,7 +41,7 @@ from .limits import (
     clip_error,
     unstorable,
 )
-from .queues import note_claim
+from .queues import Picked, note_claim, note_claim_under
 from .tables import Attempt, AttemptTimer, DeadReason, LeaseSweep, NewTask, Outcome, Task, TaskStatus, settings_of
 from .unique import checked_unique, existing, unique_key
 
@@ -220,13 +220,25 @@ def _lease_end(ctx: ReducerContext, deadline: Timestamp | None, lease_seconds: i
 
 
 def start_claim(ctx: ReducerContext, task: Task, worker_id: str, lease_seconds: int) -> Task:
+    running = _leased(ctx, task, worker_id, lease_seconds)
+    note_claim(ctx, running)
+    return running
+
+
+def start_picked_claim(ctx: ReducerContext, picked: Picked, worker_id: str, lease_seconds: int) -> Task:
+    """`start_claim` of what `queues.pick` chose, with the control row it read."""
+    running = _leased(ctx, picked[0], worker_id, lease_seconds)
+    note_claim_under(ctx, running, picked[1])
+    return running
+
+
+def _leased(ctx: ReducerContext, task: Task, worker_id: str, lease_seconds: int) -> Task:
     deadline = None if task.timeout_seconds is None else ctx.timestamp + TimeDuration.from_seconds(task.timeout_seconds)
     expires = _lease_end(ctx, deadline, lease_seconds)
     running = start_attempt(
         ctx, task, claimed_at=ctx.timestamp, claimed_by=worker_id, lease_holder=ctx.sender, lease_expires_at=expires
     )
     arm_sweep(ctx, expires)
-    note_claim(ctx, running)
     return running
 
 
