@@ -53,16 +53,15 @@ class TxView:
         return self._stack[-1]  # type: ignore[no-any-return]
 
     def get_row(self, table: TableDef, pk_key: bytes) -> bytes | None:
-        space = (_plans.get(id(table)) or _plan(table)).rows
         if table.cached and self.cache is not None:
             rows = self.cache.get(table.name)
             if rows is None or len(rows) >= _CACHE_ROWS:
                 rows = self.cache[table.name] = {}
             raw = rows.get(pk_key, _MISS)
-            if raw is _MISS:
-                raw = rows[pk_key] = self._stack[-1].get(space, pk_key)
+            if raw is _MISS:  # the space's name only on a miss: most reads of a cached table hit
+                raw = rows[pk_key] = self._stack[-1].get((_plans.get(id(table)) or _plan(table)).rows, pk_key)
             return raw  # type: ignore[return-value]
-        return self._stack[-1].get(space, pk_key)  # type: ignore[no-any-return]
+        return self._stack[-1].get((_plans.get(id(table)) or _plan(table)).rows, pk_key)  # type: ignore[no-any-return]
 
     def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Any, row_new: Any) -> None:
         raise ReadOnlyError(f"table {table.name} is read-only here: writes happen inside reducers")
