@@ -17,7 +17,7 @@ from .. import codec
 from ..types import TimeDuration
 from .errors import InvalidArgument
 
-DEFAULT_QUEUE = "default"
+DEFAULT_QUEUE = "default"  # the defaults must pass the checks below: transitions.checked skips them
 DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_BACKOFF_SECONDS = 30
 

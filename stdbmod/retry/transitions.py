@@ -57,14 +57,15 @@ def checked(task: NewTask) -> NewTask:
         raise InvalidArgument(f"payload cannot be stored: {why}")
     if task.run_after is not None and not isinstance(task.run_after, Timestamp):
         raise InvalidArgument("run_after must be a Timestamp")
-    max_attempts = DEFAULT_MAX_ATTEMPTS if task.max_attempts is None else task.max_attempts
-    backoff = DEFAULT_BACKOFF_SECONDS if task.backoff_seconds is None else task.backoff_seconds
+    # a default stands in for None unchecked: the defaults are within the bounds (limits.py)
     return NewTask(
         job_type=check_name("job_type", task.job_type),
-        queue=check_name("queue", DEFAULT_QUEUE if task.queue is None else task.queue),
+        queue=DEFAULT_QUEUE if task.queue is None else check_name("queue", task.queue),
         payload=task.payload,
-        max_attempts=check_int("max_attempts", max_attempts, 1, MAX_ATTEMPTS_LIMIT),
-        backoff_seconds=check_int("backoff_seconds", backoff, 0, MAX_BACKOFF_SECONDS),
+        max_attempts=DEFAULT_MAX_ATTEMPTS if task.max_attempts is None else check_int("max_attempts", task.max_attempts, 1, MAX_ATTEMPTS_LIMIT),
+        backoff_seconds=DEFAULT_BACKOFF_SECONDS
+        if task.backoff_seconds is None
+        else check_int("backoff_seconds", task.backoff_seconds, 0, MAX_BACKOFF_SECONDS),
         run_after=task.run_after,
         priority=check_int("priority", task.priority, -PRIORITY_LIMIT, PRIORITY_LIMIT),
         idempotency_key=None if task.idempotency_key is None else check_name("idempotency_key", task.idempotency_key),

@@ -29,6 +29,13 @@ def test_the_enqueue_options_are_new_tasks_fields_everywhere(rm: RetryModule) ->
     assert ["job_type", "payload", *options] == ["job_type", "payload", *(f for f in FIELDS if f not in ("job_type", "payload"))]
 
 
+def test_the_defaults_pass_the_checks_they_skip() -> None:
+    # transitions.checked puts a default in place of None without checking it
+    assert limits.check_name("queue", limits.DEFAULT_QUEUE) == limits.DEFAULT_QUEUE
+    assert limits.check_int("max_attempts", limits.DEFAULT_MAX_ATTEMPTS, 1, limits.MAX_ATTEMPTS_LIMIT)
+    assert limits.check_int("backoff_seconds", limits.DEFAULT_BACKOFF_SECONDS, 0, limits.MAX_BACKOFF_SECONDS)
+
+
 def test_enqueue_takes_the_fields_or_one_new_task(db: Database) -> None:
     when = db.clock.now()
     by_fields = db.call("enqueue", "email", "q", {"to": "a"}, 3, 7, when, 2, "k1", sender=WORKER)
