@@ -36,8 +36,6 @@ class ServerContext:
         self.followers: set[asyncio.Event] = set()
         self.stopping = False
         self.loop: asyncio.AbstractEventLoop | None = None  # the followers' loop
-        # an HTTP front of `serve --workers N` (front.py): the writer's commit stream is not here
-        self.front = False
 
     def stop_followers(self) -> None:
         """End every log stream: the server is stopping. From any thread (a signal handler)."""

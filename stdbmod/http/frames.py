@@ -2,9 +2,10 @@
 
 Each front holds one end of a socketpair the writer made for it (no path on disk, so no other
 process can connect and call reducers as anyone). A frame is a 4-byte big-endian length, then a
-MessagePack-encoded msgspec Struct. A front sends `Call`, `Connect` or `Disconnect`; the writer
-answers each with one `Reply` carrying the same `id`, after the call's commit is on disk (its
-future resolved), so a front answers a request only when its write is durable.
+MessagePack-encoded msgspec Struct. A front sends `Call`, `Sql`, `Connect` or `Disconnect`; the
+writer answers each with one `Reply` carrying the same `id`, after the call's commit is on disk
+(its future resolved), so a front answers a request only when its write is durable. After
+commits the writer also sends a `Notice`, the wake-up of the front's commit-log readers.
 
 A reply's value and a failure's exception travel pickled: a reducer returns any Python value
 (a `Task`, a list of them, None) and the HTTP layer renders it as it would in one process. Only
@@ -64,20 +65,29 @@ class Failure(msgspec.Struct, array_like=True):
     pickled: bytes = b""  # (class, args, attributes), when they pickle
 
 
-class Reply(msgspec.Struct, array_like=True):
+class Reply(msgspec.Struct, tag="reply", array_like=True):
     id: int
     value: bytes = b""  # the result, pickled
     failure: Failure | None = None
+    offset: int | None = None  # the call's commit record's offset, when it wrote one
+
+
+class Notice(msgspec.Struct, tag="notice", array_like=True):
+    """Unasked, after commits that wrote a record (the writer's commit taps): the front wakes
+    its commit-log readers (subscriptions, the commit feed), which read the records from the
+    log themselves; `logged`: a commit also wrote database log lines (`logs?follow=true`)."""
+
+    logged: bool = False
 
 
 Request = Call | Sql | Connect | Disconnect
 
 _encoder = msgspec.msgpack.Encoder()
 request_decoder = msgspec.msgpack.Decoder(Request)
-reply_decoder = msgspec.msgpack.Decoder(Reply)
+reply_decoder = msgspec.msgpack.Decoder(Reply | Notice)
 
 
-def encode(frame: Request | Reply) -> bytes:
+def encode(frame: Request | Reply | Notice) -> bytes:
     body = _encoder.encode(frame)
     if len(body) > MAX_FRAME:
         raise FrameTooLarge(f"a frame of {len(body):,} bytes is over the {MAX_FRAME:,} bytes the link takes")

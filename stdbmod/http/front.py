@@ -3,10 +3,11 @@ over a `FrontDatabase` (front_db.py), on the listening socket it inherited.
 
     python -m stdbmod.http.front CONFIG_JSON   # workers.FrontConfig; never run by hand
 
-It serves every route `serve` does except those that need the writer's commit stream, which
-answer 501 with the way to get them (--workers 0): /metrics, the dashboard, the subscription
-WebSocket, `logs?follow=true`. When its writer goes away it answers each call 503 at once,
-keeps answering for `writer_grace` seconds, then exits (nobody would restart it).
+It serves every route `serve` does (subscriptions and `logs?follow=true` read the log here, woken
+by the writer's notices) except those that need the writer's own hooks, which answer 501 with
+the way to get them (--workers 0): /metrics (its call timings) and the dashboard (its feed).
+When its writer goes away it answers each call 503 at once, keeps answering for
+`writer_grace` seconds, then exits (nobody would restart it).
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ import msgspec
 import uvicorn
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route, WebSocketRoute
-from starlette.websockets import WebSocket
+from starlette.routing import Route
 
 from ..errors import StdbError
 from ..local.modspec import load_module
@@ -32,11 +32,10 @@ from . import limits as limits_
 from . import openapi
 from .app import ENDPOINTS, create_app
 from .errors import error_response
-from .front_db import ADVICE, FrontDatabase, WriterClient
+from .front_db import ADVICE, FrontDatabase, FrontStorage, WriterClient
 from .limits import ConnectionLimits
 from .render import json_response
 from .serve import _end_streams_on_exit, _quiet_signals, _tune_gc, uvicorn_config
-from .upgrade import deny_upgrade
 from .workers import FrontConfig
 
 log = logging.getLogger("stdbmod.http")
@@ -46,10 +45,6 @@ CANNOT_START = 3  # the writer does not start a front again that ended so
 
 async def _no_dashboard(request: Request) -> Response:
     return error_response(501, f"the dashboard is not served by the HTTP fronts of --workers N; {ADVICE}")
-
-
-async def _no_subscribe(websocket: WebSocket) -> None:
-    await deny_upgrade(websocket, 501, f"subscriptions are not served by the HTTP fronts of --workers N; {ADVICE}")
 
 
 def serve_front(config: FrontConfig) -> int:
@@ -74,7 +69,7 @@ def serve_front(config: FrontConfig) -> int:
     link = WriterClient(socket.socket(fileno=config.link_fd), on_gone=writer_gone)
 
     def open_database() -> FrontDatabase:
-        db = FrontDatabase.open(data, loaded.module, readonly=True)
+        db = FrontDatabase.open(FrontStorage(str(data)), loaded.module)
         assert isinstance(db, FrontDatabase)  # `open` makes its class's instance
         link.start(asyncio.get_running_loop())  # the lifespan runs on the server's loop
         db.attach(link)
@@ -84,7 +79,6 @@ def serve_front(config: FrontConfig) -> int:
         open_database, key=key, body_limit=config.body_limit, token_ttl=config.token_ttl, run_scheduler=False, metrics=False, dashboard=False
     )
     ctx = app.state.context
-    ctx.front = True
     spec = openapi.document(ENDPOINTS)  # the API's document without /metrics, which fronts do not serve
 
     async def openapi_json(request: Request) -> Response:
@@ -99,7 +93,6 @@ def serve_front(config: FrontConfig) -> int:
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/metrics", no_metrics, methods=["GET"]),
         Route("/dashboard{rest:path}", _no_dashboard, methods=["GET", "POST"], include_in_schema=False),
-        WebSocketRoute("/v1/database/{db}/subscribe", _no_subscribe),
     ]
     host, port = sock.getsockname()[:2]
     server = uvicorn.Server(uvicorn_config(

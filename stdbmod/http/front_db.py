@@ -9,9 +9,11 @@ commit-log bytes go to the writer (`WriterClient`, frames.py). The future a call
 when the writer's reply comes, after the commit is on disk, with the reducer's result or its
 exception, so the app answers as it would in one process.
 
-What needs the writer's own state fails clearly here (`NotInFront`, 501): subscriptions, the
-dashboard's live page, log streams (`logs?follow=true`), the commit feed. With the writer gone,
-every call fails with `WriterGone` (503) at once, queued ones included: nothing waits forever.
+After its commits the writer sends a notice (frames.Notice): the front wakes its commit and log
+taps and its storage's watchers, so subscriptions, the commit feed and `logs?follow=true` read
+the new records from the log here. What needs the writer's own hooks (the metrics' call timings,
+the scheduler) fails clearly (`NotInFront`, 501). With the writer gone, every call fails with
+`WriterGone` (503) at once, queued ones included: nothing waits forever.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, cast
 from ..errors import StdbError
 from ..runtime import Database
 from ..runtime.jobs import CallJob, Job
+from ..storage.lmdb_storage import LmdbStorage
 from ..types import ConnectionId, Identity
 from . import frames
 
@@ -88,7 +91,8 @@ class WriterClient:
         sock.setblocking(False)
         self._sock = sock
         self._fd = sock.fileno()
-        self._pending: dict[int, Any] = {}  # id -> asyncio or concurrent future
+        self._pending: dict[int, tuple[Any, CallJob | None]] = {}  # id -> (asyncio or concurrent future, the call)
+        self.on_notice: Callable[[frames.Notice], None] | None = None
         self._ids = itertools.count(1)
         self._out = bytearray()
         self._flush_soon = False
@@ -103,7 +107,7 @@ class WriterClient:
         self._loop, self._loop_thread = loop, threading.get_ident()
         loop.add_reader(self._fd, self._readable)
 
-    def request(self, make: Callable[[int], frames.Request]) -> Any:
+    def request(self, make: Callable[[int], frames.Request], job: CallJob | None = None) -> Any:
         loop = self._loop
         if loop is None:
             fut: Future[Any] = Future()
@@ -111,11 +115,11 @@ class WriterClient:
             return fut
         if threading.get_ident() == self._loop_thread:
             waiter = loop.create_future()
-            self._queue(make, waiter)
+            self._queue(make, waiter, job)
             return waiter
         done: Future[Any] = Future()
         try:
-            loop.call_soon_threadsafe(self._queue, make, done)
+            loop.call_soon_threadsafe(self._queue, make, done, job)
         except RuntimeError:  # the loop is closed: the front is stopping
             done.set_exception(WriterGone("the front is stopping"))
         return done
@@ -123,14 +127,14 @@ class WriterClient:
     def call(self, job: CallJob) -> Any:
         sender = job.sender.to_bytes()
         conn = None if job.connection_id is None else job.connection_id.to_bytes()
-        return self.request(lambda i: frames.Call(i, job.reducer, job.args_bytes, sender, conn))
+        return self.request(lambda i: frames.Call(i, job.reducer, job.args_bytes, sender, conn), job)
 
     def close(self) -> None:
         self._lose("the front is stopping")
 
     # --- on the loop ----------------------------------------------------------------------------
 
-    def _queue(self, make: Callable[[int], frames.Request], fut: Any) -> None:
+    def _queue(self, make: Callable[[int], frames.Request], fut: Any, job: CallJob | None) -> None:
         if self.gone is not None:
             fut.set_exception(WriterGone(self.gone))
             return
@@ -140,7 +144,7 @@ class WriterClient:
         except frames.FrameTooLarge as e:  # the caller's error; nothing sent
             fut.set_exception(e)
             return
-        self._pending[req_id] = fut
+        self._pending[req_id] = (fut, job)
         if not self._flush_soon:  # the frames of one loop iteration go out in one write
             self._flush_soon = True
             assert self._loop is not None
@@ -184,8 +188,14 @@ class WriterClient:
             why = f"the link to the writer process failed: {e}"
         self._lose(why)
 
-    def _settle(self, reply: frames.Reply) -> None:
-        fut = self._pending.pop(reply.id, None)
+    def _settle(self, reply: frames.Reply | frames.Notice) -> None:
+        if isinstance(reply, frames.Notice):
+            if self.on_notice is not None:
+                self.on_notice(reply)
+            return
+        fut, job = self._pending.pop(reply.id, (None, None))
+        if job is not None:
+            job.offset = reply.offset  # what a subscriber's call waits for (runtime/subscriptions.py)
         if fut is None or fut.done():  # done: a request whose client went away (cancelled)
             return
         if reply.failure is not None:
@@ -203,7 +213,7 @@ class WriterClient:
             return
         self.gone = why
         pending, self._pending = self._pending, {}
-        for fut in pending.values():
+        for fut, _ in pending.values():
             if not fut.done():
                 fut.set_exception(WriterGone(f"{why}: the call's outcome is unknown here (it may have committed)"))
         loop = self._loop
@@ -218,14 +228,46 @@ class WriterClient:
             self.on_gone()
 
 
+class FrontStorage(LmdbStorage):
+    """The served LMDB directory opened read-only, whose `watch` hears of the writer process's
+    commits (`announce`, from the link's notices), as PostgreSQL's LISTEN hears of another
+    node's: the subscriptions' hub and the commit feed then read the records from the log."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, readonly=True)
+        self._watchers: list[Callable[[str | None], None]] = []
+
+    def watch(self, callback: Callable[[str | None], None]) -> Callable[[], None]:
+        self._watchers.append(callback)
+        return lambda: self._watchers.remove(callback) if callback in self._watchers else None
+
+    def announce(self) -> None:
+        for callback in list(self._watchers):
+            callback(None)
+
+
 class FrontDatabase(Database):
-    """The served database as a front sees it: open it with `FrontDatabase.open(path, module,
-    readonly=True)`, then `attach` the link."""
+    """The served database as a front sees it: open it with `FrontDatabase.open(FrontStorage(path),
+    module)`, then `attach` the link."""
 
     link: WriterClient | None = None
 
     def attach(self, link: WriterClient) -> None:
         self.link = link
+        link.on_notice = self._announced
+
+    def _announced(self, notice: frames.Notice) -> None:
+        """The writer committed: wake what reads the log here, as this process's own commits
+        would (the commit and log taps) and as another node's announcement does (`watch`: the
+        subscriptions' hub reads the log from where it is)."""
+        for tap in list(self.hooks.commit_taps):
+            tap()
+        storage = self.storage
+        if isinstance(storage, FrontStorage):
+            storage.announce()
+        if notice.logged:
+            for tap in list(self.hooks.log_taps):
+                tap()
 
     def _client(self) -> WriterClient:
         if self.link is None:
@@ -257,15 +299,6 @@ class FrontDatabase(Database):
 
     def disconnect_dangling(self) -> int:
         return 0  # the writer process does it, once, before any front starts
-
-    def subscribe(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotInFront(f"subscriptions are not served by the HTTP fronts of --workers N; {ADVICE}")
-
-    def follow_commits(self, *args: Any, **kwargs: Any) -> Callable[[], None]:
-        raise NotInFront(f"the commit feed is not served by the HTTP fronts of --workers N; {ADVICE}")
-
-    def on_log(self, tap: Callable[[], None]) -> Callable[[], None]:
-        raise NotInFront(f"following the database log is not served by the HTTP fronts of --workers N; {ADVICE}")
 
     def fire_due(self, *args: Any, **kwargs: Any) -> tuple[int, Any]:
         raise NotInFront("the scheduler runs in the writer process only")

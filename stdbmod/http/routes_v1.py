@@ -14,7 +14,7 @@ from starlette.responses import Response, StreamingResponse
 from ..errors import ReducerFailed, SenderError
 from ..runtime import Database, LogLine
 from ..types import Identity
-from . import front_db, inputs, wire
+from . import inputs, wire
 from .context import ServerContext
 from .errors import HttpError
 from .render import json_response
@@ -82,8 +82,6 @@ async def logs(ctx: ServerContext, request: Request) -> Response:
         raise HttpError(403, "only the database's owner may read its logs")
     q = inputs.query(request, wire.LogsQuery)
     if q.follow:
-        if ctx.front:  # before the 200 goes out: a stream that could never be fed is refused whole
-            raise HttpError(501, f"following the database log is not served by the HTTP fronts of --workers N; {front_db.ADVICE}")
         return StreamingResponse(follow_logs(ctx, db, q.num_lines), media_type="application/x-ndjson")
     lines = await run_in_threadpool(db.logs, q.num_lines)
     return json_response(wire.Logs(lines=[_line_out(line) for line in lines]))

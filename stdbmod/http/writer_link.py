@@ -41,6 +41,11 @@ def failure(e: BaseException) -> frames.Failure:
     return frames.Failure(type(e).__name__, str(e), int(getattr(e, "status_code", 500)), getattr(e, "code", None), pickled)
 
 
+COMMITTED, LOGGED = "committed", "logged"
+# a reply (request id, outcome, the call's job), a commit or log tap's mark, or None: closed
+_Item = tuple[int, "Future[Any] | BaseException", "CallJob | None"] | str | None
+
+
 class WriterLink:
     """Serves one front's socket until it closes; `run` blocks (call it on a thread of its own)."""
 
@@ -51,12 +56,17 @@ class WriterLink:
         # replies ready to send; None: the link closed. A SimpleQueue's put is C code that wakes
         # the sender without the Python-level Condition of threading.Event, whose set() had
         # taken ~10% of the writer thread's time.
-        self._ready: queue.SimpleQueue[tuple[int, Future[Any] | BaseException] | None] = queue.SimpleQueue()
+        # Besides replies: COMMITTED and LOGGED, put by the database's commit and log taps.
+        self._ready: queue.SimpleQueue[_Item] = queue.SimpleQueue()
 
     def run(self) -> None:
         sender = threading.Thread(target=self._send_loop, name="stdbmod-link-send", daemon=True)
         sender.start()
         reader = frames.FrameReader()
+        taps = self.db.hooks
+        committed, logged = (lambda: self._ready.put(COMMITTED)), (lambda: self._ready.put(LOGGED))
+        taps.commit_taps.append(committed)
+        taps.log_taps.append(logged)
         try:
             while True:
                 try:
@@ -72,14 +82,18 @@ class WriterLink:
             # every call the front still waits for (503) at once, and the front is replaced.
             log.error("a front sent a frame this writer cannot read; closing its link: %s", e)
         finally:
+            taps.commit_taps.remove(committed)
+            taps.log_taps.remove(logged)
             self._ready.put(None)
             sender.join()
             self.sock.close()
 
     def _take(self, req: frames.Request) -> None:
         try:
+            job: CallJob | None = None
             if isinstance(req, frames.Call):
-                fut = self.db.submit_job(self._job(req))
+                job = self._job(req)
+                fut = self.db.submit_job(job)
             elif isinstance(req, frames.Sql):
                 from ..runtime.sql import SqlJob  # sqlglot is slow to import: only when SQL comes
 
@@ -89,9 +103,9 @@ class WriterLink:
             else:
                 fut = self._lifecycle.submit(self.db.disconnect, Identity(req.sender), ConnectionId(req.connection_id))
         except Exception as e:  # refused before it was queued (unknown reducer, bad arguments)
-            self._done(req.id, e)
+            self._ready.put((req.id, e, None))
             return
-        fut.add_done_callback(lambda f: self._done(req.id, f))
+        fut.add_done_callback(lambda f: self._ready.put((req.id, f, job)))  # on the writer thread: no more than this
 
     def _connect(self, sender: Identity) -> bytes:
         return self.db.connect(sender).to_bytes()
@@ -110,34 +124,34 @@ class WriterLink:
         conn = None if req.connection_id is None else ConnectionId(req.connection_id)
         return CallJob(kind="call", reducer=req.reducer, sender=sender, connection_id=conn, args_bytes=req.args, reducer_def=r, args=args)
 
-    def _done(self, req_id: int, outcome: Future[Any] | BaseException) -> None:
-        self._ready.put((req_id, outcome))  # on the writer thread: no more than this
-
     def _send_loop(self) -> None:
         ready = self._ready
         while True:
             batch = [ready.get()]
             while not ready.empty():  # what else is ready goes in the same write
                 batch.append(ready.get())
-            closed = None in batch
-            replies = [item for item in batch if item is not None]
-            if replies:
+            out = [self._reply(*item) for item in batch if isinstance(item, tuple)]
+            if COMMITTED in batch or LOGGED in batch:  # one wake-up for the commits of this round
+                out.append(frames.encode(frames.Notice(logged=LOGGED in batch)))
+            if out:
                 try:
-                    self.sock.sendall(b"".join(self._reply(i, o) for i, o in replies))
+                    self.sock.sendall(b"".join(out))
                 except OSError:
                     return  # the front is gone: the reading side ends too
-            if closed:
+            if None in batch:
                 return
 
     @staticmethod
-    def _reply(req_id: int, outcome: Future[Any] | BaseException) -> bytes:
+    def _reply(req_id: int, outcome: Future[Any] | BaseException, job: CallJob | None) -> bytes:
         if isinstance(outcome, BaseException):
             return frames.encode(frames.Reply(req_id, failure=failure(outcome)))
         e = outcome.exception()
+        offset = None if job is None else job.offset  # a subscriber's call waits for its record
         if e is not None:
-            return frames.encode(frames.Reply(req_id, failure=failure(e)))
+            return frames.encode(frames.Reply(req_id, failure=failure(e), offset=offset))
         try:
-            return frames.encode(frames.Reply(req_id, pickle.dumps(outcome.result(), protocol=pickle.HIGHEST_PROTOCOL)))
+            value = pickle.dumps(outcome.result(), protocol=pickle.HIGHEST_PROTOCOL)
+            return frames.encode(frames.Reply(req_id, value, offset=offset))
         except Exception as err:  # committed, but its result cannot travel: say so rather than hang
             log.error("the result of a call cannot be sent to its front: %s", err)
             lost = StdbError(f"the call committed, but its result cannot be sent to the HTTP front: {err}")

@@ -23,6 +23,12 @@ from stdbmod.http.writer_link import WriterLink
 from stdbmod.local.modspec import load_module
 from stdbmod.types import Identity
 
+from ..subscriptions.conftest import Shop, start_shop
+from ..subscriptions.test_websocket import (  # noqa: F401 (collected here too: subscribers in the fronts)
+    test_a_failed_call_is_sent_to_its_caller_only,
+    test_every_subscription_message,
+    test_updates_come_in_commit_order_with_several_writers,
+)
 from .servers import STARTUP_DEADLINE, Roles, Server, bearer, start_server
 from .test_connection_limits import (  # noqa: F401 (collected here too: against the fronts)
     test_an_endless_head_is_refused_early_and_costs_no_memory,
@@ -80,6 +86,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 @pytest.fixture(scope="module")
+def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shop]:
+    """The subscription tests' shop, served by two fronts: their subscribers are woken by the
+    writer's notices and read the records from the log in the front."""
+    s = start_shop(tmp_path_factory.mktemp("shop") / "data", "--workers", "2")
+    yield s
+    assert s.server.stop() == 0, s.server.output()
+
+
+@pytest.fixture(scope="module")
 def roles(server: Server) -> Roles:
     return Roles.create(server.base, server.owner_token())  # the /v1 call route, through a front
 
@@ -112,23 +127,26 @@ def test_a_bad_token_is_a_401_from_a_front(server: Server) -> None:
         assert r.headers["www-authenticate"].startswith("Bearer")
 
 
-def test_what_needs_the_commit_stream_is_a_clear_501(server: Server, roles: Roles) -> None:
-    for path in ("/metrics", "/dashboard", "/dashboard/jobs", "/v1/database/retry/logs?follow=true"):
+def test_what_needs_the_writers_hooks_is_a_clear_501(server: Server, roles: Roles) -> None:
+    for path in ("/metrics", "/dashboard", "/dashboard/jobs"):
         r = httpx.get(server.base + path, headers=bearer(roles.owner), timeout=30)
         assert r.status_code == 501 and "--workers 0" in r.json()["error"], (path, r.status_code, r.text)
-    assert httpx.get(server.base + "/v1/database/retry/logs", headers=bearer(roles.owner)).status_code == 200
     assert httpx.get(server.base + "/metrics").status_code == 401  # the token first, as in one process
     paths = httpx.get(server.base + "/openapi.json").json()["paths"]
     assert "/metrics" not in paths and "/api:job-retry/jobs" in paths  # the document lists what a front serves
-    with socket.create_connection(("127.0.0.1", server.port)) as s:
-        s.sendall(
-            b"GET /v1/database/retry/subscribe HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v1.json.spacetimedb\r\n\r\n"
-        )
-        s.settimeout(30)
-        answer = s.recv(65536)
-    assert answer.startswith(b"HTTP/1.1 501"), answer[:200]
-    assert b"--workers 0" in answer
+
+
+def test_a_log_stream_in_a_front_gets_the_lines_the_writer_commits(server: Server, roles: Roles) -> None:
+    """The writer's notice wakes the front's log tap: a line committed after the stream began
+    reaches it, though nothing polls (a stream never woken would time out here)."""
+    url = server.base + "/v1/database/retry/logs?follow=true"
+    with httpx.Client(timeout=30) as c, c.stream("GET", url, headers=bearer(roles.owner)) as r:
+        assert r.status_code == 200
+        lines = r.iter_lines()
+        missing = 987_654_321_012
+        refused = httpx.post(f"{server.base}{JOBS}/{missing}/complete", json={"result": {}}, headers=bearer(roles.owner))
+        assert refused.status_code == 404  # a refusal the writer logs, in a commit of its own
+        assert any(str(missing) in line for line in lines)
 
 
 def test_sql_writes_go_through_the_writer(server: Server, roles: Roles) -> None:
