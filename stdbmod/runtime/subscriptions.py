@@ -487,11 +487,13 @@ class Hub:
             job, fut = tracked.job, tracked.future
             assert fut is not None and fut.done()
             error = fut.exception()
-            if error is None and job.offset is not None:
-                if job.offset < self.next:  # its record came and went without it (a catch-up)
-                    tracked.done = True
-                    self._tracked.remove(tracked)
-                return
+            if error is None and job.offset is not None and job.offset >= self.next:
+                return  # its record is still to come: the caller is told with it
+            # Else its record came and went before the call's outcome was known here: a catch-up
+            # read it first (another node's commit, or an HTTP front's, where the writer's reply
+            # and the record race). The caller is told its outcome now, as for a commit without
+            # a record (the rows its own queries read went to it with the record): told late
+            # rather than never, which left it waiting for an answer that would not come.
             tracked.done = True
             self._tracked.remove(tracked)
             ts = job.timestamp
