@@ -58,13 +58,14 @@ class WriterLink:
         # taken ~10% of the writer thread's time.
         # Besides replies: COMMITTED and LOGGED, put by the database's commit and log taps.
         self._ready: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._marked: set[str] = set()  # the marks in `_ready`
 
     def run(self) -> None:
         sender = threading.Thread(target=self._send_loop, name="stdbmod-link-send", daemon=True)
         sender.start()
         reader = frames.FrameReader()
         taps = self.db.hooks
-        committed, logged = (lambda: self._ready.put(COMMITTED)), (lambda: self._ready.put(LOGGED))
+        committed, logged = (lambda: self._mark(COMMITTED)), (lambda: self._mark(LOGGED))
         taps.commit_taps.append(committed)
         taps.log_taps.append(logged)
         try:
@@ -124,6 +125,13 @@ class WriterLink:
         conn = None if req.connection_id is None else ConnectionId(req.connection_id)
         return CallJob(kind="call", reducer=req.reducer, sender=sender, connection_id=conn, args_bytes=req.args, reducer_def=r, args=args)
 
+    def _mark(self, what: str) -> None:
+        """A commit tap (on the writer thread): one mark of each kind waits at most, so a front
+        that stops reading costs the writer its unsent replies, not one item per commit."""
+        if what not in self._marked:
+            self._marked.add(what)
+            self._ready.put(what)
+
     def _send_loop(self) -> None:
         ready = self._ready
         while True:
@@ -131,7 +139,9 @@ class WriterLink:
             while not ready.empty():  # what else is ready goes in the same write
                 batch.append(ready.get())
             out = [self._reply(*item) for item in batch if isinstance(item, tuple)]
-            if COMMITTED in batch or LOGGED in batch:  # one wake-up for the commits of this round
+            marks = [m for m in batch if isinstance(m, str)]
+            self._marked.difference_update(marks)  # before the send: a commit from now on marks again
+            if marks:  # one wake-up for the commits of this round
                 out.append(frames.encode(frames.Notice(logged=LOGGED in batch)))
             if out:
                 try:
