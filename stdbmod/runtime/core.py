@@ -87,8 +87,8 @@ class Core:
         timed = self.hooks.on_batch is not None  # a hook that wants timings: time each job and the commit
         run_job = self._timed_job if timed else self._run_job
         # A lone job runs straight in the batch's transaction, not in a nested one of its own
-        # (LMDB: a nested transaction costs more than many a reducer), where the storage can
-        # abort and begin again cheaply; if it fails, that is what undoes its writes.
+        # (LMDB: a nested one keeps an undo log, ~1,000 instructions a write), where the storage
+        # can abort and begin again cheaply; if it fails, that is what undoes its writes.
         lone = len(batch) == 1 and self.storage.cheap_abort
         while True:
             outcomes: list[tuple[bool, Any]] = []

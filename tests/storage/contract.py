@@ -100,6 +100,66 @@ class StorageContract:
         assert w.get("a", b"g") is None
         w.commit()
 
+    def test_child_abort_restores_what_it_overwrote_and_deleted(self, storage: Storage) -> None:
+        """A child's writes over the parent's and the stored rows: abort puts every value back
+        as it was, in any order of writes (the same key written several times included)."""
+        storage.ensure_spaces(["a", "b"])
+        w = storage.begin_write()
+        w.put("a", b"stored", b"0")
+        w.put("b", b"gone", b"x")
+        w.commit()
+        w = storage.begin_write()
+        w.put("a", b"outer", b"1")
+        c = w.child()
+        c.put("a", b"stored", b"changed")
+        c.put("a", b"stored", b"changed again")
+        c.delete("a", b"outer")
+        c.put("a", b"outer", b"back, different")
+        c.delete("b", b"gone")
+        assert c.delete("b", b"never") is False
+        c.put_many("b", [(b"m1", b"1"), (b"m2", b"2")])
+        c.abort()
+        assert sorted(w.scan("a")) == [(b"outer", b"1"), (b"stored", b"0")]
+        assert sorted(w.scan("b")) == [(b"gone", b"x")]
+        w.commit()
+        with storage.begin_read() as r:
+            assert sorted(r.scan("a")) == [(b"outer", b"1"), (b"stored", b"0")]
+            assert sorted(r.scan("b")) == [(b"gone", b"x")]
+
+    def test_a_committed_grandchild_is_undone_with_its_parent(self, storage: Storage) -> None:
+        storage.ensure_spaces(["a"])
+        w = storage.begin_write()
+        w.put("a", b"k", b"0")
+        c = w.child()
+        c.put("a", b"k", b"1")
+        g = c.child()
+        g.put("a", b"k", b"2")
+        g.put("a", b"g", b"new")
+        g.commit()
+        assert c.get("a", b"k") == b"2"
+        sibling = c.child()  # a later child of the same parent, aborted alone
+        sibling.put("a", b"k", b"3")
+        sibling.abort()
+        assert c.get("a", b"k") == b"2" and c.get("a", b"g") == b"new"
+        c.abort()
+        assert sorted(w.scan("a")) == [(b"k", b"0")]
+        w.commit()
+
+    def test_a_child_that_cleared_a_space_gives_it_back_on_abort(self, storage: Storage) -> None:
+        storage.ensure_spaces(["a"])
+        w = storage.begin_write()
+        w.put_many("a", [(b"1", b"one"), (b"2", b"two")])
+        c = w.child()
+        c.clear("a")
+        assert list(c.scan("a")) == []
+        c.abort()
+        assert sorted(w.scan("a")) == [(b"1", b"one"), (b"2", b"two")]
+        c2 = w.child()
+        c2.clear("a")
+        c2.commit()
+        assert list(w.scan("a")) == []
+        w.commit()
+
     def test_reader_sees_a_snapshot(self, storage: Storage) -> None:
         storage.ensure_spaces(["a"])
         w = storage.begin_write()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import lmdb
 import pytest
 
 from stdbmod.errors import DatabaseAlreadyOpen, KeyTooLarge, StorageError
@@ -91,4 +92,70 @@ def test_more_spaces_than_planned_reopens_with_room(tmp_path: Path) -> None:
     with s.begin_read() as r:
         assert r.get("s0", b"k") == b"s0" and r.get("s49", b"k") == b"s49"
         assert r.get("t299", b"k") == b"last"
+    s.close()
+
+
+class _FailingUndo:
+    """The LMDB transaction under a nested one, failing every write once the undo starts."""
+
+    def __init__(self, txn: object) -> None:
+        self._txn = txn
+        self.fail = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._txn, name)
+
+    def put(self, *args: object) -> object:
+        if self.fail:
+            raise lmdb.MapFullError("injected")
+        return self._txn.put(*args)  # type: ignore[attr-defined]
+
+    def delete(self, *args: object) -> object:
+        if self.fail:
+            raise lmdb.MapFullError("injected")
+        return self._txn.delete(*args)  # type: ignore[attr-defined]
+
+
+def test_a_nested_transaction_that_cannot_be_undone_poisons_its_top(tmp_path: Path) -> None:
+    """LMDB's nested transactions are an undo log over the parent's (lmdb_storage._LmdbUndo).
+    If writing the old values back fails, the top transaction must never commit half of it."""
+    s = LmdbStorage(str(tmp_path))
+    s.ensure_spaces(["a"])
+    w = s.begin_write()
+    w.put("a", b"k", b"before")
+    w.commit()
+    w = s.begin_write()
+    c = w.child()
+    c.put("a", b"k", b"after")
+    c.put("a", b"new", b"row")
+    proxy = _FailingUndo(c._txn)  # type: ignore[attr-defined]
+    c._txn = proxy  # type: ignore[attr-defined]
+    proxy.fail = True
+    c.abort()  # quietly: the caller goes on with the error it is handling
+    with pytest.raises(StorageError, match="could not be undone"):
+        w.commit()
+    with s.begin_read() as r:
+        assert sorted(r.scan("a")) == [(b"k", b"before")]
+    w2 = s.begin_write()  # the storage itself is fine
+    w2.put("a", b"k", b"later")
+    w2.commit()
+    s.close()
+
+
+def test_a_full_map_inside_a_nested_transaction_lands_nothing_of_it(tmp_path: Path) -> None:
+    s = LmdbStorage(str(tmp_path), map_size=1 << 16)
+    s.ensure_spaces(["a"])
+    w = s.begin_write()
+    w.put("a", b"kept", b"v")
+    w.commit()
+    w = s.begin_write()
+    c = w.child()
+    with pytest.raises(StorageFull):
+        for i in range(10_000):
+            c.put("a", i.to_bytes(4, "big"), b"v" * 100)
+    c.abort()
+    with pytest.raises(StorageError):
+        w.commit()  # the transaction broke with the full map: LMDB refuses it, or the undo poisoned it
+    with s.begin_read() as r:
+        assert list(r.scan("a")) == [(b"kept", b"v")]
     s.close()
