@@ -17,7 +17,7 @@ import pytest
 from stdbmod.http import routes_recurring
 from stdbmod.http.routes_jobs import ENDPOINTS, PREFIX
 from stdbmod.http.routing import JOB_ID
-from stdbmod.retry import NewTask, create_retry_module, queries, recurring, roles
+from stdbmod.retry import NewTask, create_retry_module, queries, recurring, reducers, roles, triage
 
 from .clocked import Clocked, clocked_server
 from .servers import bearer
@@ -239,8 +239,8 @@ def test_a_crash_in_the_module_is_a_500_that_says_nothing_of_it(world: World, mo
     def broken(*args: Any) -> bool:
         raise crash("secret detail of the crash")
 
-    for where in (roles, queries, recurring):  # each module's own binding of the role checks
-        for check in ("is_admin", "is_worker"):
+    for where in (roles, queries, recurring, reducers, triage):  # each module's own binding of the role checks
+        for check in ("is_admin", "is_worker", "require_admin", "require_worker"):
             if hasattr(where, check):
                 monkeypatch.setattr(where, check, broken)
     for (method, _), (who, path, data, _) in ROUTES.items():
