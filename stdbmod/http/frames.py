@@ -70,6 +70,7 @@ class Reply(msgspec.Struct, tag="reply", array_like=True):
     value: bytes = b""  # the result, pickled
     failure: Failure | None = None
     offset: int | None = None  # the call's commit record's offset, when it wrote one
+    timestamp: int | None = None  # the call's timestamp (micros), which the writer gave it
 
 
 class Notice(msgspec.Struct, tag="notice", array_like=True):

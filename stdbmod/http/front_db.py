@@ -32,7 +32,7 @@ from ..errors import StdbError
 from ..runtime import Database
 from ..runtime.jobs import CallJob, Job
 from ..storage.lmdb_storage import LmdbStorage
-from ..types import ConnectionId, Identity
+from ..types import ConnectionId, Identity, Timestamp
 from . import frames
 
 log = logging.getLogger("stdbmod.http")
@@ -194,8 +194,10 @@ class WriterClient:
                 self.on_notice(reply)
             return
         fut, job = self._pending.pop(reply.id, (None, None))
-        if job is not None:
-            job.offset = reply.offset  # what a subscriber's call waits for (runtime/subscriptions.py)
+        if job is not None:  # what a subscriber's call is told by (runtime/subscriptions.py)
+            job.offset = reply.offset
+            if reply.timestamp is not None:
+                job.timestamp = Timestamp(reply.timestamp)
         if fut is None or fut.done():  # done: a request whose client went away (cancelled)
             return
         if reply.failure is not None:

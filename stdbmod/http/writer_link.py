@@ -156,12 +156,14 @@ class WriterLink:
         if isinstance(outcome, BaseException):
             return frames.encode(frames.Reply(req_id, failure=failure(outcome)))
         e = outcome.exception()
-        offset = None if job is None else job.offset  # a subscriber's call waits for its record
+        # what a subscriber's call is told by (runtime/subscriptions.py): its record, its time
+        offset = None if job is None else job.offset
+        ts = None if job is None or job.timestamp is None else job.timestamp.micros
         if e is not None:
-            return frames.encode(frames.Reply(req_id, failure=failure(e), offset=offset))
+            return frames.encode(frames.Reply(req_id, failure=failure(e), offset=offset, timestamp=ts))
         try:
             value = pickle.dumps(outcome.result(), protocol=pickle.HIGHEST_PROTOCOL)
-            return frames.encode(frames.Reply(req_id, value, offset=offset))
+            return frames.encode(frames.Reply(req_id, value, offset=offset, timestamp=ts))
         except Exception as err:  # committed, but its result cannot travel: say so rather than hang
             log.error("the result of a call cannot be sent to its front: %s", err)
             lost = StdbError(f"the call committed, but its result cannot be sent to the HTTP front: {err}")
