@@ -50,7 +50,7 @@ from .migrate import rebuild_indexes
 from .schema_check import check_compatible
 from .tables import DbView
 from .transaction import TxView
-from .writer import MAX_BATCH, Done, Writer
+from .writer import MAX_BATCH, Done, Waiter, Writer
 
 FORMAT_VERSION = 1
 MAX_PASS = MAX_BATCH  # schedule rows fired per pass: one writer batch, one commit
@@ -356,7 +356,7 @@ class Database:
 
     def call_many(self, calls: Sequence[tuple[str, tuple[Any, ...], Identity]]) -> list[Any]:
         """Submit several calls at once (they share commits); each result or exception, in order."""
-        futures = [self.submit(name, *args, sender=sender) for name, args, sender in calls]
+        futures = [self._queue(self._job(name, args, sender, None)) for name, args, sender in calls]
         out: list[Any] = []
         for f in futures:
             try:
@@ -419,22 +419,27 @@ class Database:
         """Queue a job the runtime prepared itself (the replays' way in)."""
         return self._submit(job)
 
-    def _submit(self, job: Job) -> Future[Any]:
+    def _procedure(self, job: Job) -> Future[Any] | None:
+        """What every way in checks first: a reducer calling back in is refused, and a
+        procedure's call goes to the procedures' pool (its future); None: a job for the writer."""
         if self._writer.running_here():
             raise CallError("a reducer cannot call db.call(); call the other reducer function directly")
         if isinstance(job, CallJob) and job.reducer_def is not None and job.reducer_def.procedure:
             return self._procedure_pool().submit(
                 job.reducer_def, job.args, sender=job.sender, connection_id=job.connection_id, args_bytes=job.args_bytes
             )
-        return self._writer.submit(job)
+        return None
 
-    def _run(self, job: Job) -> Future[Any] | Done:
+    def _submit(self, job: Job) -> Future[Any]:
+        return self._procedure(job) or self._writer.submit(job)
+
+    def _run(self, job: Job) -> Future[Any] | Waiter | Done:
         """As `_submit`, for a caller that waits for the result: run here if the writer is idle."""
-        if self._writer.running_here():
-            raise CallError("a reducer cannot call db.call(); call the other reducer function directly")
-        if isinstance(job, CallJob) and job.reducer_def is not None and job.reducer_def.procedure:
-            return self._submit(job)
-        return self._writer.run(job)
+        return self._procedure(job) or self._writer.run(job)
+
+    def _queue(self, job: Job) -> Future[Any] | Waiter:
+        """As `_submit`, for a caller that waits for the result (no callbacks)."""
+        return self._procedure(job) or self._writer.queue(job)
 
     def _procedure_pool(self) -> procedures.Procedures:
         with self._procedures_lock:
@@ -445,7 +450,7 @@ class Database:
             return self._procedures
 
     @staticmethod
-    def _wait(fut: Future[Any] | Done) -> Any:
+    def _wait(fut: Future[Any] | Waiter | Done) -> Any:
         return fut.result()
 
     # --- schedules -----------------------------------------------------------------------------
