@@ -209,6 +209,10 @@ def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
     n = s.http[-1]
     for fronts in (1, 2):
         front_rows(b, s, http_load, fronts, n)
+    # 16 connections leave the server waiting on commits more than on its CPU; at 64 it is busy,
+    # which is where doing the HTTP work in other processes pays (docs/http.md, "Choosing --workers")
+    for fronts in (0, 2):
+        front_rows(b, s, http_load, fronts, 2 * n, load=64)
     http_load.LAST_SERVER_CPU_US.clear()
     row = b.throughput(LIFE, "stdbmod over HTTP, 16 workers, batch routes of 20 (not a target)",
                        lambda d: http_load.run(d, n, 16, 20), reps=s.http_reps)
@@ -219,16 +223,17 @@ def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
     return out
 
 
-def front_rows(b: Bench, s: Sizes, http_load: Any, fronts: int, n: int) -> Row:
-    """The 16-worker row against `serve --workers FRONTS`: HTTP in FRONTS processes, the writer in
-    another (docs/http.md, "Choosing --workers")."""
+def front_rows(b: Bench, s: Sizes, http_load: Any, fronts: int, n: int, load: int = 16) -> Row:
+    """The `load`-worker row against `serve --workers FRONTS`: HTTP in FRONTS processes, the writer
+    in another (0: one process; docs/http.md, "Choosing --workers")."""
     http_load.LAST_CLIENT_CPU.clear()
     http_load.LAST_SERVER_CPU_US.clear()
-    row = b.throughput(LIFE, f"stdbmod over HTTP, 16 workers, serve --workers {fronts}",
-                       lambda d: http_load.run(d, n, 16, options=("--workers", str(fronts))), reps=s.http_reps)
+    name = f"stdbmod over HTTP, {load} workers, serve --workers {fronts}" + (" (not a target)" if load != 16 else "")
+    row = b.throughput(LIFE, name, lambda d: http_load.run(d, n, load, options=("--workers", str(fronts))), reps=s.http_reps)
     if row.samples:
         cpu = sorted(http_load.LAST_CLIENT_CPU)[len(http_load.LAST_CLIENT_CPU) // 2]
-        row.note = f"seed 000 routes; {fronts} HTTP front process(es) and the writer; load generator used {cpu:.0%} of a core"
+        who = f"{fronts} HTTP front process(es) and the writer" if fronts else "one process"
+        row.note = f"seed 000 routes; {who}; load generator used {cpu:.0%} of a core"
         if http_load.LAST_SERVER_CPU_US:
             us = sorted(http_load.LAST_SERVER_CPU_US)[len(http_load.LAST_SERVER_CPU_US) // 2]
             row.note += f"; server CPU {us:.0f} us per request (every process)"
