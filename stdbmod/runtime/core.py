@@ -74,6 +74,7 @@ class Core:
         self._cache: RowCache = {}
         self._cache_serial: int | None = None
         self._spent: list[int] = []  # a timed batch's job durations (hooks.on_batch)
+        self._tx: Transaction | None = None  # every job's, reset for each (Transaction.reset)
 
     # --- batches -------------------------------------------------------------------------------
 
@@ -236,7 +237,11 @@ class Core:
         if job.timestamp is None:
             job.timestamp = job.start_time(self.clock.now())
         txn = outer.child() if nested else outer
-        tx = Transaction(txn, job.timestamp, self._cache)
+        tx = self._tx
+        if tx is None:
+            tx = self._tx = Transaction(txn, job.timestamp, self._cache)
+        else:
+            tx.reset(txn, job.timestamp, self._cache)
         logs = tx.logs
         try:
             value = job.run(self.contexts, tx)

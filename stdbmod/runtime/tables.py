@@ -335,6 +335,8 @@ class DbView:
         """Point this view and the handles made so far at another transaction. The writer keeps
         one DbView for all its calls (they run one at a time): building handles and accessors
         afresh for every call cost more than many a reducer's own work."""
+        if view is self._view:  # the writer's jobs share one Transaction (Transaction.reset)
+            return
         self._view = view
         for handle in self._handles:
             handle._view = view

@@ -83,6 +83,19 @@ class Transaction(TxView):
         self.earliest_armed: int | None = None  # the earliest due time armed (the scheduler's wake-up)
         self.event_tables: dict[str, TableDef] = {}  # event tables written: their rows go before the commit
 
+    def reset(self, txn: WriteTxn, timestamp: Timestamp, cache: RowCache | None) -> None:
+        """Make this the next job's transaction, as new. The writer keeps one for all its jobs
+        (they run one at a time), so the views and handles bound to it stay bound: a fresh
+        object per call cost its construction and the rebinding of every table handle."""
+        self._stack = [txn]
+        self.timestamp = timestamp
+        self.logs = []
+        self.cache = cache
+        self.changes = {}
+        self.sequences = {}
+        self.earliest_armed = None
+        self.event_tables = {}
+
     @property
     def wtxn(self) -> WriteTxn:
         return self._stack[-1]  # type: ignore[no-any-return]
