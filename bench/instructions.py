@@ -7,11 +7,13 @@ count does not, so this is the figure to compare before and after a change to th
     python bench/instructions.py --tree DIR # the same for another checkout (a baseline)
     python bench/instructions.py --empty    # the runtime's fixed cost: a reducer that does nothing
     python bench/instructions.py --subscribers 100   # with 100 live subscribers the calls never touch
+    python bench/instructions.py --batched  # the lifecycle through call_many of 100 (group commit)
 
 It runs N and N + 1000 lifecycles (enqueue, claim, complete; fsync off) and divides the
 difference by the 3,000 calls, so start-up and imports cancel out. `--empty` does the same with
 3 calls of an empty reducer per round (no arguments, no rows, so no commit record).
-`--subscribers N` runs the lifecycle with N inline subscribers of `SELECT * FROM retry_worker`
+`--batched` runs each step of 100 lifecycles as one `call_many` (one batch, one commit, each call
+in a nested transaction: what group commit costs a call). `--subscribers N` runs the lifecycle with N inline subscribers of `SELECT * FROM retry_worker`
 (a table the lifecycle never writes): what live subscriptions cost a call that concerns none of
 them (issue 15: at most 5% more than with nothing subscribed). Every thread's instructions
 count, the subscriptions' own included.
@@ -40,6 +42,19 @@ for i in range(int(sys.argv[1])):
     db.call("complete", c.id, {"ok": True}, sender=owner)
 for s in subs:
     s.unsubscribe()
+db.close()
+"""
+
+_BATCHED = """
+import sys, tempfile
+from stdbmod import Database, Identity
+from stdbmod.retry import create_retry_module
+owner = Identity.from_claims("bench", "owner")
+db = Database.create(tempfile.mkdtemp(), create_retry_module().module, owner=owner, durable=False)
+for b in range(int(sys.argv[1]) // 100):
+    db.call_many([("enqueue", ("email", None, {"i": i}), owner) for i in range(100)])
+    tasks = db.call_many([("claim", (None, "w"), owner) for i in range(100)])
+    db.call_many([("complete", (t.id, {"ok": True}), owner) for t in tasks])
 db.close()
 """
 
@@ -82,13 +97,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--base", type=int, default=300, help="lifecycles of the first run (start-up cost)")
     p.add_argument("--empty", action="store_true", help="an empty reducer instead of the retry lifecycle")
     p.add_argument("--subscribers", type=int, default=0, help="live subscribers of a table the lifecycle never writes")
+    p.add_argument("--batched", action="store_true", help="the lifecycle through call_many of 100 (group commit)")
     a = p.parse_args(argv)
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 2
-    if a.empty and a.subscribers:
-        p.error("--subscribers is for the retry lifecycle")
+    if sum((a.empty, a.batched, a.subscribers > 0)) > 1:
+        p.error("--empty, --batched and --subscribers are separate measurements")
     program, what = (_EMPTY, "empty reducer") if a.empty else (_LIFECYCLES, "retry lifecycle")
+    if a.batched:
+        program, what = _BATCHED, "retry lifecycle in call_many batches of 100"
     if a.subscribers:
         what += f", {a.subscribers} live subscribers"
     first = instructions(a.tree, a.base, program, a.subscribers)
