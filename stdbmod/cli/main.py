@@ -29,7 +29,6 @@ from .read import log, logs, sql
 from .replay import replay
 from .tasks import tasks
 from .verify import verify
-from .worker import worker
 
 
 def _one_line(text: str) -> str:
@@ -47,17 +46,36 @@ def _translate(e: BaseException) -> CommandError:
     return CommandError(f"internal error ({type(e).__name__}: {e}); run with STDBMOD_DEBUG=1 for the traceback")
 
 
+def _needs_extra(name: str, extra: str, missing: str) -> click.Command:
+    """A command whose extra is not installed: listed in --help, and one line (exit 2) if run."""
+    why = f"needs the {extra} extra ({missing} is not installed): pip install 'stdbmod[{extra}]'"
+
+    def refuse(args: tuple[str, ...]) -> None:
+        raise CommandError(f"'stdbmod {name}' {why}")
+
+    return click.Command(name, callback=refuse, help=why, params=[click.Argument(["args"], nargs=-1)],
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+
+
 class StdbGroup(click.Group):
     """Turns every exception a command raises into a one-line `CommandError`."""
 
-    # `serve` is imported when it is asked for: starlette and uvicorn take about 0.3 s to import,
-    # which every other command would pay.
-    LAZY = {"serve": ("stdbmod.http.cli", "serve_command")}
+    # Imported when asked for: `serve`'s starlette and uvicorn take about 0.3 s to import, which
+    # every other command would pay; `worker` needs the client extra, which `serve` and the rest
+    # do not (a base install must serve).
+    LAZY = {"serve": ("stdbmod.http.cli", "serve_command"), "worker": ("stdbmod.cli.worker", "worker")}
+    EXTRA = {"worker": "client"}  # the extra a lazy command's imports come from
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.LAZY:
             module, attr = self.LAZY[cmd_name]
-            command: click.Command = getattr(importlib.import_module(module), attr)
+            try:
+                command: click.Command = getattr(importlib.import_module(module), attr)
+            except ModuleNotFoundError as e:
+                extra = self.EXTRA.get(cmd_name)
+                if extra is None or e.name is None or e.name.startswith("stdbmod"):
+                    raise
+                return _needs_extra(cmd_name, extra, e.name)
             return command
         return super().get_command(ctx, cmd_name)
 
@@ -103,7 +121,7 @@ def cli() -> None:
     owner-level tool: it may act as any identity with --as."""
 
 
-for command in (publish, describe, call, tick, identity_group, sql, logs, log, verify, replay, tasks, backup_command, worker, dashboard_url):
+for command in (publish, describe, call, tick, identity_group, sql, logs, log, verify, replay, tasks, backup_command, dashboard_url):
     cli.add_command(command)
 
 
