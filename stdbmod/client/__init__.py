@@ -7,7 +7,12 @@ server side (the runtime, the retry module, the HTTP app).
   shutdown (docs/worker.md).
 """
 
-from .client import DEFAULT_URL, AsyncClient, Client, JobRef
+try:  # the client extra, checked first: a base install gets a sentence, not a deep traceback
+    import stamina  # noqa: F401
+except ModuleNotFoundError as e:
+    raise ModuleNotFoundError(f"stdbmod.client needs the client extra ({e.name} is not installed): pip install 'stdbmod[client]'", name=e.name) from None
+
+from .client import DEFAULT_URL, AsyncClient, Client, JobRef  # noqa: E402
 from .errors import (
     BadRequest,
     ClientError,

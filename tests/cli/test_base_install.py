@@ -41,3 +41,13 @@ def test_the_worker_command_says_which_extra_it_needs(tmp_path: Path) -> None:
     r = _cli(tmp_path, "worker", "app:worker")
     assert r.returncode == 2
     assert "pip install 'stdbmod[client]'" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_importing_the_client_without_its_extra_says_what_to_install(tmp_path: Path) -> None:
+    code = "import sys\nsys.modules['stamina'] = None\nimport stdbmod.client\n"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines()[-1] == (
+        "ModuleNotFoundError: stdbmod.client needs the client extra (stamina is not installed): pip install 'stdbmod[client]'"
+    )
