@@ -26,7 +26,7 @@ from ..schema import PrimaryKey
 from ..types import At, ScheduleAt, TimeDuration, Timestamp
 from .errors import InvalidArgument
 from .limits import MAX_RETENTION_COUNT, MAX_RETENTION_SECONDS, check_int
-from .tables import Task, TaskStatus
+from .tables import Task, TaskStatus, arm_no_later
 
 PRUNE_BATCH = 500  # tasks per firing: bounds one transaction
 PRUNE_AGAIN = TimeDuration.from_seconds(1)  # the next batch of a backlog
@@ -66,11 +66,7 @@ def policy_of(db: Any, status: TaskStatus) -> RetryRetention:
 
 def _arm(ctx: ReducerContext, due: Timestamp) -> None:
     """Make the sweep due no later than `due`."""
-    sweep: RetentionSweep | None = ctx.db.retention_sweep.scheduled_id.find(0)
-    if sweep is None:
-        ctx.db.retention_sweep.insert(RetentionSweep(0, At(due)))
-    elif not isinstance(sweep.scheduled_at, At) or sweep.scheduled_at.time > due:
-        ctx.db.retention_sweep.scheduled_id.update(RetentionSweep(0, At(due)))
+    arm_no_later(ctx.db.retention_sweep, RetentionSweep, due)
 
 
 def finished(ctx: ReducerContext, status: TaskStatus) -> None:

@@ -17,7 +17,7 @@ import msgspec
 
 from ..module import Module
 from ..schema import Index, PrimaryKey, Unique
-from ..types import Identity, ScheduleAt, Timestamp
+from ..types import At, Identity, ScheduleAt, Timestamp
 
 
 class TaskStatus(str, enum.Enum):
@@ -236,6 +236,17 @@ def declare_tables(mod: Module) -> None:
     from .retention import declare_retention_tables
 
     declare_retention_tables(mod)
+
+
+def arm_no_later(timer: Any, row_type: Any, due: Timestamp) -> None:
+    """Make a one-row sweep timer (`lease_sweep`, `retention_sweep`: id 0, fired with `At`) due
+    no later than `due`: made if missing, moved earlier if later or repeating, else left alone.
+    `timer` is the table's handle (`ctx.db.lease_sweep`), `row_type` its row's class."""
+    sweep = timer.scheduled_id.find(0)
+    if sweep is None:
+        timer.insert(row_type(0, At(due)))
+    elif not isinstance(sweep.scheduled_at, At) or sweep.scheduled_at.time > due:
+        timer.scheduled_id.update(row_type(0, At(due)))
 
 
 def settings_of(db: Any) -> RetrySettings:

@@ -42,7 +42,7 @@ from .limits import (
     unstorable,
 )
 from .queues import Picked, note_claim, note_claim_under
-from .tables import Attempt, AttemptTimer, DeadReason, LeaseSweep, NewTask, Outcome, Task, TaskStatus, settings_of
+from .tables import Attempt, AttemptTimer, DeadReason, LeaseSweep, NewTask, Outcome, Task, TaskStatus, arm_no_later, settings_of
 from .unique import checked_unique, existing, unique_key
 
 Handlers = Mapping[str, Callable[..., Any]]
@@ -97,11 +97,7 @@ def disarm(ctx: ReducerContext, task: Task) -> None:
 
 def arm_sweep(ctx: ReducerContext, expires: Timestamp) -> None:
     """Make the lease sweep due no later than `expires`."""
-    sweep: LeaseSweep | None = ctx.db.lease_sweep.scheduled_id.find(0)
-    if sweep is None:
-        ctx.db.lease_sweep.insert(LeaseSweep(0, At(expires)))
-    elif not isinstance(sweep.scheduled_at, At) or sweep.scheduled_at.time > expires:
-        ctx.db.lease_sweep.scheduled_id.update(LeaseSweep(0, At(expires)))
+    arm_no_later(ctx.db.lease_sweep, LeaseSweep, expires)
 
 
 # After a firing the sweep waits at least this long. Without it, N long jobs whose heartbeats

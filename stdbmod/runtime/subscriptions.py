@@ -334,13 +334,7 @@ class Hub:
             # Records no query reads and no tracked call waits for stay in the inbox without
             # waking the hub's thread: it takes them with the next record that matters, or once
             # QUIET_BATCH have gathered. What the hub does with them is unchanged, only when.
-            wake = bool(self._tracked)
-            if not wake:
-                by_table = self._by_table
-                for r in records:
-                    for c in r.changes:
-                        if by_table.get(c.table):
-                            wake = True
+            wake = bool(self._tracked) or self._read(records)
             with self._inbox_lock:
                 inbox = self._inbox
                 if len(inbox) < MAX_INBOX:
@@ -352,6 +346,16 @@ class Hub:
         if self._previous_hook is not None:
             self._previous_hook(records)
 
+    def _read(self, records: list[CommitRecord]) -> bool:
+        """Whether some query reads a table these records change (a dict lookup per change;
+        loops, not any() over a generator: this runs on every commit while anyone subscribes)."""
+        by_table = self._by_table
+        for r in records:
+            for c in r.changes:
+                if by_table.get(c.table):
+                    return True
+        return False
+
     def _passed(self, records: list[CommitRecord]) -> bool:
         """Apply, here on the writer's thread, records nobody reads that are next in line: all
         the hub would do with them is move `next` past them. Waking the hub's thread for them
@@ -362,13 +366,8 @@ class Hub:
         if not self._lock.acquire(False):
             return False
         try:
-            if self._tracked or self._inbox or self._stale or records[0].offset != self.next:
+            if self._tracked or self._inbox or self._stale or records[0].offset != self.next or self._read(records):
                 return False
-            by_table = self._by_table
-            for r in records:
-                for c in r.changes:
-                    if by_table.get(c.table):
-                        return False
             self.next = records[-1].offset + 1
             self._progress.notify_all()
             return True

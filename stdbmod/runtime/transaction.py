@@ -78,10 +78,7 @@ class Transaction(TxView):
 
     def __init__(self, txn: WriteTxn, timestamp: Timestamp, cache: RowCache | None = None) -> None:
         super().__init__(txn, timestamp, cache)
-        self.changes: dict[tuple[str, bytes], tuple[bytes | None, bytes | None]] = {}
-        self.sequences: dict[str, int] = {}
-        self.earliest_armed: int | None = None  # the earliest due time armed (the scheduler's wake-up)
-        self.event_tables: dict[str, TableDef] = {}  # event tables written: their rows go before the commit
+        self.reset(txn, timestamp, cache)
 
     def reset(self, txn: WriteTxn, timestamp: Timestamp, cache: RowCache | None) -> None:
         """Make this the next job's transaction, as new. The writer keeps one for all its jobs
@@ -91,10 +88,10 @@ class Transaction(TxView):
         self.timestamp = timestamp
         self.logs = []
         self.cache = cache
-        self.changes = {}
-        self.sequences = {}
-        self.earliest_armed = None
-        self.event_tables = {}
+        self.changes: dict[tuple[str, bytes], tuple[bytes | None, bytes | None]] = {}
+        self.sequences: dict[str, int] = {}
+        self.earliest_armed: int | None = None  # the earliest due time armed (the scheduler's wake-up)
+        self.event_tables: dict[str, TableDef] = {}  # event tables written: their rows go before the commit
 
     @property
     def wtxn(self) -> WriteTxn:
