@@ -14,12 +14,12 @@ one transaction per call; their `init` hooks all run, in inclusion order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from .errors import SchemaError
-from .schema import ReducerDef, ReducerKind, TableDef, build_reducer, build_table
+from .schema import Index, ReducerDef, ReducerKind, TableDef, build_reducer, build_table
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T", bound=type)
@@ -56,7 +56,7 @@ class Module:
         *,
         name: str | None = None,
         public: bool = False,
-        indexes: dict[str, tuple[str, ...]] | None = None,
+        indexes: Mapping[str, tuple[str, ...] | Index] | None = None,
         scheduled: str | Callable[..., Any] | None = None,
         event: bool = False,
         cached: bool = False,

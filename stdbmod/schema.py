@@ -14,7 +14,7 @@ import operator
 import re
 import types as pytypes
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -42,7 +42,17 @@ class Unique:
 
 @dataclass(frozen=True)
 class Index:
-    """A btree index on one column: `filter` by value or range."""
+    """A btree index: `filter` by value, prefix or range. As a column's marker
+    (`Annotated[str, Index()]`) it indexes that column; in a table's `indexes=` it names the
+    columns of a multi-column index (`Index(("owner", "item"))`; a plain tuple says the same).
+
+    `sparse=True`: a row whose indexed value is None (for several columns: whose first column is
+    None) gets no entry, as PostgreSQL's partial index `WHERE col IS NOT NULL`; a column that is
+    mostly None then costs a write nothing. Reads stay right: a `filter` that can match None
+    reads the table's rows instead (docs/modules.md, "Sparse indexes")."""
+
+    columns: tuple[str, ...] = ()
+    sparse: bool = False
 
 
 _KEYABLE = (int, str, bytes, bool, float, Identity, ConnectionId, Timestamp, TimeDuration)
@@ -84,6 +94,13 @@ def _keyable(tp: Any) -> bool:
     return isinstance(tp, type) and (issubclass(tp, _KEYABLE) or issubclass(tp, enum.Enum))
 
 
+def _optional(tp: Any) -> bool:
+    """Whether a column of type `tp` may hold None."""
+    if typing.get_origin(tp) is typing.Annotated:
+        return _optional(typing.get_args(tp)[0])
+    return tp is type(None) or (typing.get_origin(tp) in (typing.Union, pytypes.UnionType) and type(None) in typing.get_args(tp))
+
+
 # --- tables ----------------------------------------------------------------------------------------
 
 
@@ -101,10 +118,18 @@ class IndexDef:
     columns: tuple[str, ...]
     unique: bool
     positions: tuple[int, ...] = ()
+    # no entry for a row whose first indexed column is None (`Index(sparse=True)`)
+    sparse: bool = False
     # set with `positions`: the indexed values of a row tuple (a value for one column, else a
     # tuple), and the key encoder for that shape; write_row runs these for every index
     values: Any = field(default=None, init=False, repr=False, compare=False)
     encode: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def describe(self) -> dict[str, Any]:
+        described: dict[str, Any] = {"columns": list(self.columns), "unique": self.unique}
+        if self.sparse:  # only when set: the stored schemas of existing indexes stay as they were
+            described["sparse"] = True
+        return described
 
     def locate(self, positions: tuple[int, ...]) -> None:
         self.positions = positions
@@ -157,9 +182,7 @@ class TableDef:
             "columns": [{"name": c.name, "type": type_name(c.type), "has_default": c.has_default} for c in self.columns],
             "primary_key": self.primary_key,
             "auto_inc": self.auto_inc,
-            "indexes": {
-                n: {"columns": list(ix.columns), "unique": ix.unique} for n, ix in sorted(self.indexes.items())
-            },
+            "indexes": {n: ix.describe() for n, ix in sorted(self.indexes.items())},
             "public": self.public,
             "scheduled": self.scheduled,
         }
@@ -187,7 +210,7 @@ def build_table(
     *,
     name: str | None,
     public: bool,
-    indexes: dict[str, tuple[str, ...]] | None,
+    indexes: Mapping[str, tuple[str, ...] | Index] | None,
     scheduled: str | None,
     event: bool = False,
     cached: bool = False,
@@ -224,9 +247,14 @@ def build_table(
             elif isinstance(m, Unique):
                 ixs[f.name] = IndexDef(f.name, (f.name,), unique=True)
             elif isinstance(m, Index):
-                ixs[f.name] = IndexDef(f.name, (f.name,), unique=False)
-    for ix_name, cols in (indexes or {}).items():
-        cols = tuple(cols)
+                if m.columns:
+                    raise SchemaError(f"{tname}.{f.name}: Index() on a column names no columns (it indexes that one)")
+                ixs[f.name] = IndexDef(f.name, (f.name,), unique=False, sparse=m.sparse)
+    for ix_name, spec in (indexes or {}).items():
+        sparse = isinstance(spec, Index) and spec.sparse
+        cols = tuple(spec.columns if isinstance(spec, Index) else spec)
+        if not cols or not all(isinstance(c, str) for c in cols):
+            raise SchemaError(f"index {tname}.{ix_name} must name its columns (a tuple of column names)")
         unknown = [c for c in cols if c not in {c.name for c in columns}]
         if unknown:
             raise SchemaError(f"index {tname}.{ix_name} names unknown columns {unknown}")
@@ -235,7 +263,11 @@ def build_table(
                 raise SchemaError(f"{tname}.{c} cannot be part of index {ix_name}")
         if ix_name in ixs or ix_name == pk:
             raise SchemaError(f"table {tname} has two indexes named {ix_name}")
-        ixs[ix_name] = IndexDef(ix_name, cols, unique=False)
+        ixs[ix_name] = IndexDef(ix_name, cols, unique=False, sparse=sparse)
+    for ix in ixs.values():
+        first = next(c for c in columns if c.name == ix.columns[0])
+        if ix.sparse and not _optional(first.type):
+            raise SchemaError(f"{tname}.{ix.name}: a sparse index leaves out rows whose {first.name} is None, and it is never None")
     for n in [*([pk] if pk else []), *ixs]:
         if n in TABLE_METHODS or n.startswith("_"):
             raise SchemaError(f"{tname}.{n}: an index accessor may not be named {n!r}")

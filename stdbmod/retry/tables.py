@@ -68,6 +68,10 @@ TASK_INDEXES = {
 # walk) with "desc" as the primary key's order. The dead-letter groups walk `error_fingerprint`
 # (set when a task dies), not (status, error_fingerprint), so a claim or completion leaves it;
 # the lease sweep walks by_end, not an index of its own.
+# idempotency_key, unique_key and error_fingerprint are None on most tasks, and every walk of
+# them asks for a value (an enqueue's key, a fingerprint): their indexes are sparse, so a task
+# without one writes no entry there (an enqueue three fewer). Databases made before are rebuilt
+# on open (runtime/migrate.py).
 
 
 class Task(msgspec.Struct):
@@ -94,16 +98,16 @@ class Task(msgspec.Struct):
     last_error: str | None = None
     completed_at: Timestamp | None = None
     result: Any = None
-    idempotency_key: Annotated[str | None, Index()] = None
+    idempotency_key: Annotated[str | None, Index(sparse=True)] = None
     # appended columns (old rows decode with the defaults); docs/retry.md, "The state machine"
     finished_at: Timestamp | None = None  # when it became completed or dead (None while live)
     timeout_seconds: int | None = None  # an attempt may not run past last_attempted_at + this
     partition_key: str | None = None  # rate limits per partition (a customer id...)
-    unique_key: Annotated[str | None, Index()] = None  # unique jobs over a window
+    unique_key: Annotated[str | None, Index(sparse=True)] = None  # unique jobs over a window
     snoozes: int = 0  # snoozes so far (bounded)
     max_backoff_seconds: int | None = None  # a cap on the computed delay
     backoff_jitter: float = 0.0  # a fraction of the delay, drawn from ctx.rng
-    error_fingerprint: Annotated[str | None, Index()] = None  # set when the task dies: the dead-letter groups
+    error_fingerprint: Annotated[str | None, Index(sparse=True)] = None  # set when the task dies: the dead-letter groups
     triage_hold: bool = False  # died again with the fingerprint it was bulk-requeued under
     recurring_id: int | None = None  # the recurring entry that enqueued it
 

@@ -5,6 +5,10 @@ emptied, an added one is filled from the table's rows. It happens in the write t
 also stores the new schema, so a crash leaves either the old schema with the old indexes or the
 new one with the new: never an index that disagrees with its rows. It is not a commit-log record:
 replaying the log into a database of the new module builds the same indexes as it goes.
+
+Making an index sparse (or dense again) redefines it (its stored description gains or loses
+`"sparse": true`): it is emptied and built again, with or without the rows whose first indexed
+column is None. The rebuild is the one way to drop a dense index's None entries, or to add them.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ def _build(txn: WriteTxn, module: Module, table: str, name: str) -> int:
     for pk_key, raw in txn.scan(spaces.rows(table)):
         rows += 1
         vals = msgspec.structs.astuple(t.decoder.decode(raw))
+        if ix.sparse and vals[ix.positions[0]] is None:
+            continue  # no entry for a None (Index(sparse=True))
         value = ix.values(vals)
         key = ix.encode(value)
         if ix.unique:

@@ -401,6 +401,8 @@ def _compile(node: exp.Expression, sources: list[Source]) -> Predicate:
         return lambda r: not inner(r)
     if isinstance(node, exp.Is) and isinstance(node.this, exp.Column) and isinstance(node.expression, exp.Null):
         i, p = _resolve(node.this, sources)
+        if node.args.get("negate"):  # the dialect parses `x IS NOT NULL` as one Is, negated
+            return lambda r: r[i][p] is not None
         return lambda r: r[i][p] is None
     op = COMPARE.get(type(node))
     if op is None:

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -214,8 +215,21 @@ class TableHandle(Generic[R]):
         return acc
 
 
+_NONE_KEY = encode_value(None)
+_NONE_END = prefix_end(_NONE_KEY)
+
+
+def _reaches_none(start: bytes, stop: bytes | None) -> bool:
+    """Whether index keys in [start, stop) may begin with None: a filter whose first column is
+    None or a range holding None (an open low end, as None sorts first). A sparse index has no
+    such entries, so those filters read the rows instead."""
+    return (_NONE_END is None or start < _NONE_END) and (stop is None or stop > _NONE_KEY)
+
+
 class BTreeIndex(Generic[R]):
-    """A btree index on one or more columns: filter by value, prefix or range."""
+    """A btree index on one or more columns: filter by value, prefix or range. A sparse one
+    (`Index(sparse=True)`) answers exactly as a dense one: a filter that may match rows it leaves
+    out (first column None) finds those by reading the table's rows, a scan."""
 
     def __init__(self, handle: TableHandle[R], ix: IndexDef, primary: bool = False) -> None:
         self._h = handle
@@ -230,8 +244,31 @@ class BTreeIndex(Generic[R]):
     def _pk_keys(self, spec: Any, reverse: bool) -> Iterator[bytes]:
         start, stop = key_bounds(spec, self._width)
         txn = self._h._view.txn
+        if self._ix.sparse and _reaches_none(start, stop):
+            yield from self._with_nones(start, stop, reverse)
+            return
         for key, value in txn.scan(self._space, start, stop, reverse):
             yield key if self._primary else value
+
+    def _with_nones(self, start: bytes, stop: bytes | None, reverse: bool) -> Iterator[bytes]:
+        """The primary keys of a sparse index's entries in [start, stop) as a dense index would
+        have them: the stored entries, and the rows it leaves out (first column None), found by
+        reading every row. Their keys all start with None's tag, which sorts before every other
+        value's, so they come first (last when reversed) and the order is the dense index's."""
+        h = self._h
+        ix = self._ix
+        first = ix.positions[0]
+        left_out: list[tuple[bytes, bytes]] = []
+        for pk_key, raw in h._view.txn.scan(spaces.rows(h._t.name)):
+            vals = h._vals_of(raw)
+            if vals[first] is None:
+                key = ix.encode(ix.values(vals)) + pk_key
+                if start <= key and (stop is None or key < stop):
+                    left_out.append((key, pk_key))
+        left_out.sort(reverse=reverse)
+        stored = (value for _, value in h._view.txn.scan(self._space, start, stop, reverse))
+        nones = (pk_key for _, pk_key in left_out)
+        yield from itertools.chain(stored, nones) if reverse else itertools.chain(nones, stored)
 
     def filter(self, spec: Any, *, reverse: bool = False) -> Iterator[R]:
         """Rows whose indexed columns match `spec` (a value, a `Range`, or a tuple prefix whose
@@ -247,8 +284,11 @@ class BTreeIndex(Generic[R]):
                 yield row
 
     def count(self, spec: Any) -> int:
-        """How many rows match `spec` (as `filter`), counted in the index without reading a row."""
+        """How many rows match `spec` (as `filter`), counted in the index without reading a row
+        (a sparse index asked for a range that holds None reads them: `_with_nones`)."""
         start, stop = key_bounds(spec, self._width)
+        if self._ix.sparse and _reaches_none(start, stop):
+            return sum(1 for _ in self._with_nones(start, stop, False))
         return sum(1 for _ in self._h._view.txn.scan(self._space, start, stop))
 
     def delete(self, spec: Any) -> int:

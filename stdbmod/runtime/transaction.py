@@ -128,28 +128,45 @@ class Transaction(TxView):
                     v = row_new[p]
                     fast = _fast(type(v))
                     enc_new[p] = fast(v) if fast is not None else encode_value(v)
-                for ix_name, positions, unique, space, parts in affected[0]:
+                for ix_name, positions, unique, space, parts, sparse in affected[0]:
                     if len(positions) == 1:
                         old_k, new_k = parts(enc_old), parts(enc_new)
                     else:
                         old_k, new_k = b"".join(parts(enc_old)), b"".join(parts(enc_new))
                     if old_k == new_k:
                         continue
-                    txn.delete(space, old_k if unique else old_k + pk_key)
+                    # a sparse index (sparse: its first column's position) has an entry only
+                    # while that column is not None: it comes and goes as the value does
+                    if sparse < 0 or row_old[sparse] is not None:
+                        txn.delete(space, old_k if unique else old_k + pk_key)
+                    if sparse >= 0 and row_new[sparse] is None:
+                        continue
                     key = new_k if unique else new_k + pk_key
                     if len(key) > MAX_KEY_SIZE:
                         raise KeyTooLarge(f"{table.name}.{ix_name}: the indexed value is too long for a key")
                     txn.put(space, key, pk_key)
         elif row_old is not None:  # a delete: every index entry goes
             enc = _encoded(row_old, plan.positions)
-            for _, positions, unique, space, parts in plan.indexes:
+            for _, positions, unique, space, parts in plan.dense:
                 k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
                 txn.delete(space, k if unique else k + pk_key)
-        else:  # an insert: every index gets an entry
+            for _, positions, _, space, parts, sparse in plan.sparse:
+                if row_old[sparse] is not None:  # a None never had an entry
+                    k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
+                    txn.delete(space, k + pk_key)
+        else:  # an insert: every index gets an entry (a sparse one only for a value)
             enc = _encoded(row_new, plan.positions)
-            for ix_name, positions, unique, space, parts in plan.indexes:
+            for ix_name, positions, unique, space, parts in plan.dense:
                 k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
                 key = k if unique else k + pk_key
+                if len(key) > MAX_KEY_SIZE:
+                    raise KeyTooLarge(f"{table.name}.{ix_name}: the indexed value is too long for a key")
+                txn.put(space, key, pk_key)
+            for ix_name, positions, _, space, parts, sparse in plan.sparse:
+                if row_new[sparse] is None:
+                    continue
+                k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
+                key = k + pk_key
                 if len(key) > MAX_KEY_SIZE:
                     raise KeyTooLarge(f"{table.name}.{ix_name}: the indexed value is too long for a key")
                 txn.put(space, key, pk_key)
@@ -218,18 +235,26 @@ class Transaction(TxView):
 
 class _Plan:
     """What `write_row` needs of a table, made once: the names of its spaces, and per index
-    (name, column positions, unique, space, parts): `parts` takes a row's column encodings
-    (position -> bytes) to the key's one part, or to its parts in order."""
+    (name, column positions, unique, space, parts, sparse): `parts` takes a row's column
+    encodings (position -> bytes) to the key's one part, or to its parts in order; `sparse` is
+    the position of a sparse index's first column (a row with None there has no entry), -1 for
+    the others. Inserts and deletes walk `dense` and `sparse` apart (the dense indexes, most of
+    them, pay no check); `indexes` holds both, for updates."""
 
-    __slots__ = ("table", "rows", "indexes", "positions", "updates")
+    __slots__ = ("table", "rows", "indexes", "dense", "sparse", "positions", "updates")
 
     def __init__(self, table: TableDef) -> None:
         self.table = table  # held, so its id (the cache's key) is never another table's
         self.rows = spaces.rows(table.name)
         self.indexes = [
-            (ix.name, ix.positions, ix.unique, spaces.index(table.name, ix.name), operator.itemgetter(*ix.positions))
+            (
+                ix.name, ix.positions, ix.unique, spaces.index(table.name, ix.name), operator.itemgetter(*ix.positions),
+                ix.positions[0] if ix.sparse else -1,
+            )
             for ix in table.indexes.values()
-        ]
+        ]  # fmt: skip
+        self.dense = [ix[:5] for ix in self.indexes if ix[5] < 0]
+        self.sparse = [ix for ix in self.indexes if ix[5] >= 0]
         self.positions = table.indexed_positions
         # the changed columns of an update -> (the indexes over them, the columns those cover);
         # a reducer's updates change the same few columns call after call

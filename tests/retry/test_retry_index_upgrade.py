@@ -127,5 +127,6 @@ def test_a_database_with_the_previous_task_indexes_opens_and_works(tmp_path: Pat
     finally:
         db.close()
     after = [entries(where, ix) for ix in ("run_after", "by_fingerprint", "lease_expires_at", "by_finished", "error_fingerprint", "by_end")]
-    assert after == [0, 0, 0, 0, 8, 8]
+    # error_fingerprint is sparse: entries only for the six tasks that have one (not 2, 8)
+    assert after == [0, 0, 0, 0, 6, 8]
     Database.open(where, rm.module, clock=clock, durable=False).close()  # and it opens again

@@ -56,6 +56,8 @@ def test_or_not_parentheses_and_null(db: Database) -> None:
     assert rows(db, "SELECT id FROM account WHERE id <> 1 AND id != 2 AND id > 4") == [{"id": 5}, {"id": 6}]
     assert rows(db, "SELECT id FROM account WHERE balance = NULL") == []
     assert rows(db, "SELECT id FROM account WHERE owner IS NULL") == []
+    assert len(rows(db, "SELECT id FROM account WHERE owner IS NOT NULL")) == 6  # not read as IS NULL
+    assert rows(db, "SELECT id FROM account WHERE NOT owner IS NOT NULL") == []
 
 
 def test_count(db: Database) -> None:
