@@ -6,8 +6,9 @@ changing a table's `public` flag, appending a column that has a default (old row
 the default), appending members at the end of a column's enum (old rows hold only the old
 members' values, and keys encode an enum member by its value, so no index moves), and adding,
 removing or redefining indexes, making one sparse or dense among them (`migrate.rebuild_indexes`
-builds them from the rows, as SpacetimeDB's automatic migrations do). Anything else is refused with a message naming the
-table and column: removing, renaming or reordering an enum's members changes its type."""
+builds them from the rows, as SpacetimeDB's automatic migrations do). Anything else is refused
+with a message naming the table and column: removing, renaming or reordering an enum's members
+changes its type."""
 
 from __future__ import annotations
 
