@@ -1,5 +1,6 @@
 """stdbmod: a SpacetimeDB-style module runtime over LMDB, with a durable task-retry module."""
 
+from . import _mypyc  # noqa: F401  (first: it refuses a stale compiled build, _mypyc.check)
 from .errors import (
     ArgumentError,
     ConstraintViolation,

@@ -116,6 +116,12 @@ class PermissionDenied(CallError, PermissionError):
 # --- Values stdbmod's own API refuses ------------------------------------------------------------
 
 
+class ReadOnlyError(StdbError, PermissionError):
+    """A write outside a reducer (a view or a read-only context tried to change a table)."""
+
+    status_code = 403
+
+
 class InvalidValue(StdbError, ValueError):
     """A value stdbmod cannot take: an identity's hex, a time outside the 64-bit microsecond
     range, an integer outside the indexable range, a filter longer than its index..."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._mypyc import mypyc_attr
 from ..schema import ReducerDef
 from ..storage import ReadTxn
 from ..types import ConnectionId, Every, Identity, Timestamp
@@ -20,6 +21,7 @@ from .tables import decode_row, delete_at
 from .transaction import Transaction
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 @dataclass
 class Job:
     kind: RecordKind
@@ -29,8 +31,10 @@ class Job:
     timestamp: Timestamp | None = None  # fixed (re-execution); None: the clock at run time
     args_bytes: bytes = b""
     schedule_row: bytes | None = None
-    skip_record: bool = field(default=False, init=False)
-    offset: int | None = field(default=None, init=False)  # its commit record's, once it committed one
+    # set by the runtime, never passed (plain defaults: a compiled build, mypyc, leaves a field
+    # with init=False unset)
+    skip_record: bool = False
+    offset: int | None = None  # its commit record's, once it committed one
 
     def run(self, contexts: ContextFactory, tx: Transaction) -> Any:
         raise NotImplementedError

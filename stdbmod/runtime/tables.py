@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from .._mypyc import mypyc_attr
 from ..codec import msgpack_encoder
 from ..errors import ConstraintViolation, InvalidValue, KeyTooLarge, NoSuchAttribute, NoSuchTable, RowNotFound, UniqueConstraintViolation, WrongType
 from ..keys import MAX_KEY_SIZE, encode_key, encode_value, prefix_end
@@ -61,6 +62,7 @@ def key_bounds(spec: Any, columns: int) -> tuple[bytes, bytes | None]:
     return start, stop
 
 
+@mypyc_attr(native_class=False)  # answers ctx.db.<table>.<column> through __getattr__
 class TableHandle(Generic[R]):
     """One table, seen through the current transaction. `ctx.db.<table>` is a handle of rows of
     any type; `ctx.db.of(RowType)` the same handle, typed for editors and type checkers."""
@@ -353,6 +355,7 @@ def delete_at(handle: TableHandle[Any], pk_key: bytes) -> bool:
     return handle._delete_at(pk_key)
 
 
+@mypyc_attr(native_class=False)  # answers ctx.db.<table> through __getattr__
 class DbView:
     """`ctx.db`: one attribute per table."""
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from ..errors import AutoIncOverflow, KeyTooLarge, StdbError
+from ..errors import AutoIncOverflow, KeyTooLarge, ReadOnlyError
 from ..keys import FAST_ENCODERS, MAX_KEY_SIZE, decode_u64, encode_u64, encode_value
 from ..schema import TableDef
 from ..storage import ReadTxn, WriteTxn
@@ -23,10 +23,6 @@ from . import schedules, spaces
 
 _SEQ_MAX = (1 << 63) - 1
 _fast = FAST_ENCODERS.get
-
-
-class ReadOnlyError(StdbError, PermissionError):
-    status_code = 403
 
 
 RowCache = dict[str, dict[bytes, bytes | None]]  # table -> stored key -> the row's bytes (None: absent)

@@ -103,12 +103,12 @@ class Writer:
         # them run alone, the rest would queue behind it and every other commit (fsync) would
         # carry a single call.
         self._alone = True
-        self._thread = threading.Thread(target=self._loop, name=f"stdbmod-writer-{name}", daemon=True)
-        self._thread.start()
+        self._worker = threading.Thread(target=self._loop, name=f"stdbmod-writer-{name}", daemon=True)
+        self._worker.start()
 
     @property
     def thread(self) -> threading.Thread:
-        return self._thread
+        return self._worker
 
     def running_here(self) -> bool:
         """Whether the calling thread is running a batch (a reducer calling back in)."""
@@ -226,5 +226,5 @@ class Writer:
                 return
             self._closed = True
             self._queue.put(_STOP)
-        if threading.current_thread() is not self._thread:
-            self._thread.join()
+        if threading.current_thread() is not self._worker:
+            self._worker.join()

@@ -12,6 +12,7 @@ from typing import Any
 
 import lmdb
 
+from .._mypyc import mypyc_attr
 from ..errors import DatabaseAlreadyOpen, KeyTooLarge, StorageError, StoragePanic
 from . import private
 from .base import ReadTxn, Storage, StorageFull, WriteTxn
@@ -328,9 +329,11 @@ class _LmdbUndo(_LmdbWrite):
         txn, self._txn = self._txn, None
         if txn is None:
             return
-        undo, self._undo = self._undo, []
+        undo = self._undo
+        self._undo = []
+        undo.reverse()  # newest first (not reversed(): mypyc cannot compile that loop over Any)
         try:
-            for db, key, old in reversed(undo):
+            for db, key, old in undo:
                 if old is None:
                     txn.delete(key, b"", db)
                 else:
@@ -339,6 +342,7 @@ class _LmdbUndo(_LmdbWrite):
             self._root._poisoned = str(_translate(e))
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LmdbStorage(Storage):
     """LMDB at `path` (a directory). `durable=False` skips fsync (benchmarks, scratch copies).
     `readonly=True` opens an existing database for reading only (no file is created or written,
@@ -452,15 +456,19 @@ class LmdbStorage(Storage):
         return sorted(self._dbs)
 
     def begin_read(self) -> ReadTxn:
+        # py-lmdb's errors are caught here, not through their translation's __cause__, which the
+        # compiled build (mypyc) does not set
         for attempt in range(3):
             self._gate.enter()
             try:
-                with _translated():
-                    return _LmdbSnapshot(self, self._env.begin(None, None, False, False), self._gate)  # db, parent, write, buffers
-            except StorageError as e:
+                return _LmdbSnapshot(self, self._env.begin(None, None, False, False), self._gate)  # db, parent, write, buffers
+            except lmdb.MapResizedError as e:
                 self._gate.leave()
-                if not isinstance(e.__cause__, lmdb.MapResizedError) or attempt == 2:
-                    raise
+                if attempt == 2:
+                    raise _translate(e) from e
+            except lmdb.Error as e:
+                self._gate.leave()
+                raise _translate(e) from e
             except BaseException:
                 self._gate.leave()
                 raise
@@ -531,15 +539,16 @@ class LmdbStorage(Storage):
         for attempt in range(3):
             self._gate.enter()  # the copy reads the map inside its own read transaction
             try:
-                with _translated():
-                    self._env.copy(path, compact=compact)
+                self._env.copy(path, compact=compact)
                 os.chmod(copy, private.FILE_MODE)  # LMDB creates it 0666 less the umask
                 return
-            except StorageError as e:
-                if not isinstance(e.__cause__, lmdb.MapResizedError) or attempt == 2:
-                    raise
+            except lmdb.MapResizedError as e:
+                if attempt == 2:
+                    raise _translate(e) from e
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(copy)
+            except lmdb.Error as e:
+                raise _translate(e) from e
             finally:
                 self._gate.leave()
             self._adopt_map_size()

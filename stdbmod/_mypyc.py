@@ -1,0 +1,77 @@
+"""What the optional compiled build (stdbmod/compiled.py; docs/performance.md, "The compiled
+build") needs at run time: the modules it compiles, the check that refuses a stale build (run
+when stdbmod is imported), and mypyc's class options. mypyc reads `mypyc_attr` at compile time;
+at run time it does nothing, so the pure-Python install does not need mypy_extensions."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from importlib.machinery import EXTENSION_SUFFIXES
+from typing import Any, TypeVar
+
+from .errors import StdbError
+
+_C = TypeVar("_C")
+
+try:
+    from mypy_extensions import mypyc_attr
+except ImportError:  # pragma: no cover - only without mypy installed
+
+    def mypyc_attr(*attrs: str, **kwattrs: Any) -> Callable[[_C], _C]:  # type: ignore[misc]
+        return lambda cls: cls
+
+
+# The hot path of a reducer call: the job, the writer and its batch, the transaction's reads and
+# writes with index maintenance, key encodings, the context, the LMDB storage, schedule rows,
+# and the retry module's transition helpers. Left interpreted: modules declaring msgspec Structs
+# with Literal fields (mypyc turns their annotations into `type`), the schema's dataclasses, the
+# `Database` class (settable class attributes), `types` (classes read through their class
+# object), and module code whose reducers are introspected (retry/reducers.py).
+HOT = (
+    "keys",
+    "codec",
+    "runtime/transaction",
+    "runtime/core",
+    "runtime/writer",
+    "runtime/jobs",
+    "runtime/context",
+    "runtime/tables",
+    "runtime/schedules",
+    "storage/lmdb_storage",
+    "retry/transitions",
+    "retry/claim",
+    "retry/roles",
+)
+
+PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+class StaleBuild(StdbError, ImportError):
+    """A compiled module is older than its source."""
+
+
+def check(package: str = PACKAGE) -> None:
+    """Refuse to run a compiled module whose source changed after it was built."""
+    suffix = EXTENSION_SUFFIXES[0]
+    for m in HOT:
+        so = os.path.join(package, m + suffix)
+        try:
+            built = os.stat(so).st_mtime
+        except FileNotFoundError:
+            continue
+        if os.stat(os.path.join(package, m + ".py")).st_mtime > built:
+            raise StaleBuild(
+                f"stdbmod/{m}.py changed after it was compiled: run `python -m stdbmod.compiled build`"
+                " again, or `python -m stdbmod.compiled clean` for pure Python"
+            )
+
+
+# On import of stdbmod (its __init__ imports this module first), except for the build command
+# itself, which must be able to rebuild or clean a stale build
+_argv = sys.orig_argv
+if not any(a == "-m" and _argv[i + 1 : i + 2] == ["stdbmod.compiled"] for i, a in enumerate(_argv)):
+    check()
+
+__all__ = ["HOT", "PACKAGE", "StaleBuild", "check", "mypyc_attr"]

@@ -1,0 +1,90 @@
+"""The optional compiled build: the reducer call's hot path compiled with mypyc, in place.
+
+    pip install -e '.[compiled]'          # mypy (mypyc) and setuptools; a C compiler is needed
+    python -m stdbmod.compiled build      # ~2 minutes on 2 cores: a .so beside each module
+    python -m stdbmod.compiled status     # which modules run compiled
+    python -m stdbmod.compiled clean      # back to pure Python
+
+The code is the same; only how CPython runs it changes (docs/performance.md, "The compiled
+build"). A compiled module older than its source would run code that is no longer there, so
+`import stdbmod` refuses to start with one (`_mypyc.check`), naming both commands that fix it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import sys
+from importlib.machinery import EXTENSION_SUFFIXES
+
+from ._mypyc import HOT, PACKAGE, StaleBuild, check
+
+
+def _built(module: str, package: str) -> list[str]:
+    """The compiled files of `module` (relative to the package), any Python version."""
+    base = os.path.join(package, module)
+    found = [base + s for s in EXTENSION_SUFFIXES if os.path.exists(base + s)]
+    return found + [p for p in glob.glob(base + "__mypyc.*") if p not in found]
+
+
+def compiled(package: str = PACKAGE) -> list[str]:
+    """The hot modules this Python imports compiled."""
+    suffix = EXTENSION_SUFFIXES[0]
+    return [m for m in HOT if os.path.exists(os.path.join(package, m + suffix))]
+
+
+def clean(package: str = PACKAGE) -> list[str]:
+    """Remove every compiled file of the hot modules; what was removed."""
+    removed = []
+    for m in HOT:
+        for path in _built(m, package):
+            os.remove(path)
+            removed.append(os.path.relpath(path, package))
+    return removed
+
+
+def build() -> list[str]:
+    """Compile the hot modules in place (each its own extension: nothing outside the package)."""
+    try:
+        from mypyc.build import mypycify
+        from setuptools import setup
+    except ImportError as e:
+        raise SystemExit(f"error: the compiled build needs mypy and setuptools: pip install 'stdbmod[compiled]' ({e.name} is missing)") from None
+    import tempfile
+
+    clean()
+    root = os.path.dirname(PACKAGE)
+    paths = [os.path.join("stdbmod", m + ".py") for m in HOT]
+    with tempfile.TemporaryDirectory() as work, contextlib.chdir(root):
+        # separate: one extension per module, so no shared library lands beside the package
+        ext = mypycify(paths, opt_level="3", separate=True, target_dir=os.path.join(work, "c"))
+        setup(
+            name="stdbmod-compiled",
+            ext_modules=ext,
+            script_args=["-q", "build_ext", "--inplace", "--build-temp", os.path.join(work, "o")],
+        )
+    return compiled()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["build"]:
+        done = build()
+        print(f"compiled {len(done)} of {len(HOT)} hot modules: {', '.join(done)}")
+        return 0 if len(done) == len(HOT) else 1
+    if args == ["clean"]:
+        print(f"removed {len(clean())} compiled files: stdbmod runs as pure Python")
+        return 0
+    if args == ["status"]:
+        done = compiled()
+        print(f"{len(done)} of {len(HOT)} hot modules compiled" + (f": {', '.join(done)}" if done else " (pure Python)"))
+        return 0
+    print("usage: python -m stdbmod.compiled build | clean | status", file=sys.stderr)
+    return 2
+
+
+__all__ = ["HOT", "StaleBuild", "build", "check", "clean", "compiled", "main"]
+
+if __name__ == "__main__":
+    raise SystemExit(main())

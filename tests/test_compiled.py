@@ -1,0 +1,72 @@
+"""The optional compiled build's tooling (stdbmod/compiled.py): a stale build refuses to run,
+clean removes every compiled file, and where CI built it the suite really runs compiled."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
+
+import pytest
+
+from stdbmod import compiled
+
+SUFFIX = EXTENSION_SUFFIXES[0]
+
+
+def _package(tmp_path: Path) -> Path:
+    """A stand-in package tree holding the hot modules' sources."""
+    for m in compiled.HOT:
+        src = tmp_path / f"{m}.py"
+        src.parent.mkdir(parents=True, exist_ok=True)
+        src.write_text("")
+        os.utime(src, (1_000, 1_000))
+    return tmp_path
+
+
+def test_a_build_older_than_its_source_refuses_to_run(tmp_path: Path) -> None:
+    pkg = _package(tmp_path)
+    so = pkg / f"runtime/core{SUFFIX}"
+    so.write_bytes(b"")
+    os.utime(so, (2_000, 2_000))
+    compiled.check(str(pkg))  # built after its source: fine
+    assert compiled.compiled(str(pkg)) == ["runtime/core"]
+    os.utime(pkg / "runtime/core.py", (3_000, 3_000))  # the source edited since
+    with pytest.raises(compiled.StaleBuild, match=r"stdbmod/runtime/core\.py changed after it was compiled") as e:
+        compiled.check(str(pkg))
+    assert isinstance(e.value, ImportError)
+
+
+def test_no_build_is_pure_python(tmp_path: Path) -> None:
+    pkg = _package(tmp_path)
+    compiled.check(str(pkg))
+    assert compiled.compiled(str(pkg)) == []
+
+
+def test_clean_removes_the_extensions_and_their_libraries_only(tmp_path: Path) -> None:
+    pkg = _package(tmp_path)
+    made = [pkg / f"keys{SUFFIX}", pkg / f"keys__mypyc{SUFFIX}", pkg / f"storage/lmdb_storage{SUFFIX}"]
+    for path in made:
+        path.write_bytes(b"")
+    other = pkg / f"runtime/sql{SUFFIX}"  # not a hot module: not ours to remove
+    other.write_bytes(b"")
+    assert sorted(compiled.clean(str(pkg))) == sorted(str(p.relative_to(pkg)) for p in made)
+    assert not any(p.exists() for p in made) and other.exists()
+    assert all((pkg / f"{m}.py").exists() for m in compiled.HOT)
+
+
+def test_the_command_says_its_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert compiled.main(["nonsense"]) == 2
+    assert "usage: python -m stdbmod.compiled build | clean | status" in capsys.readouterr().err
+    assert compiled.main(["status"]) == 0
+    assert "hot modules compiled" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(os.environ.get("STDBMOD_EXPECT_COMPILED") != "1", reason="only where CI built the compiled build")
+def test_every_hot_module_runs_compiled() -> None:
+    for m in compiled.HOT:
+        mod = importlib.import_module("stdbmod." + m.replace("/", "."))
+        assert mod.__file__ is not None and mod.__file__.endswith(SUFFIX), f"{m} runs from {mod.__file__}"
+    assert sys.modules["stdbmod.runtime.core"].__loader__.__class__.__name__ == "ExtensionFileLoader"
