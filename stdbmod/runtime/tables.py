@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -268,9 +267,15 @@ class BTreeIndex(Generic[R]):
                 if start <= key and (stop is None or key < stop):
                     left_out.append((key, pk_key))
         left_out.sort(reverse=reverse)
-        stored = (value for _, value in h._view.txn.scan(self._space, start, stop, reverse))
-        nones = (pk_key for _, pk_key in left_out)
-        yield from itertools.chain(stored, nones) if reverse else itertools.chain(nones, stored)
+        # loops, not chained generator expressions: the compiled build would make those lists
+        if not reverse:
+            for _, pk_key in left_out:
+                yield pk_key
+        for _, value in h._view.txn.scan(self._space, start, stop, reverse):
+            yield value
+        if reverse:
+            for _, pk_key in left_out:
+                yield pk_key
 
     def filter(self, spec: Any, *, reverse: bool = False) -> Iterator[R]:
         """Rows whose indexed columns match `spec` (a value, a `Range`, or a tuple prefix whose
