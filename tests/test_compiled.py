@@ -45,9 +45,9 @@ def test_no_build_is_pure_python(tmp_path: Path) -> None:
     assert compiled.compiled(str(pkg)) == []
 
 
-def test_clean_removes_the_extensions_and_their_libraries_only(tmp_path: Path) -> None:
+def test_clean_removes_the_extensions_and_their_library_only(tmp_path: Path) -> None:
     pkg = _package(tmp_path)
-    made = [pkg / f"keys{SUFFIX}", pkg / f"keys__mypyc{SUFFIX}", pkg / f"storage/lmdb_storage{SUFFIX}"]
+    made = [pkg / f"keys{SUFFIX}", pkg / f"storage/lmdb_storage{SUFFIX}", pkg / f"_native__mypyc{SUFFIX}", pkg / f"keys__mypyc{SUFFIX}"]
     for path in made:
         path.write_bytes(b"")
     other = pkg / f"runtime/sql{SUFFIX}"  # not a hot module: not ours to remove
