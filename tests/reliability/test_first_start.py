@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -55,13 +56,14 @@ def test_a_first_start_killed_at_any_step_is_finished_by_the_next(tmp_path: Path
             strace, "-f", "-qq", "-o", os.devnull, "-e", f"trace={syscall}", "-e", f"inject={syscall}:signal=SIGKILL:when={n}",
             sys.executable, "-m", "stdbmod.http", "--data", str(data), "--port", str(port), "--log-level", "warning",
         ]
-        proc = subprocess.Popen(cmd, env=child_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # a session of its own: killing strace alone would leave the server it traces running
+        proc = subprocess.Popen(cmd, env=child_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
             wait_ready(f"http://127.0.0.1:{port}", lambda p=proc: p.poll() is None)
         except RuntimeError:
             proc.wait(30)
         else:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
             break  # this start got through before its n-th call: every step has been a kill point
         kills += 1
