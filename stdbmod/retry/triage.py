@@ -2,8 +2,8 @@
 filter, run in bounded batches (docs/operations.md, "Dead-letter triage").
 
 A task entering the dead-letter tier gets the fingerprint of its error (transitions.died,
-fingerprint.py). `dlq_groups` reads the groups from the (status, error_fingerprint) index in one
-snapshot. A bulk action is an operation row (`triage_op`): the reducer that starts it does the
+fingerprint.py). `dlq_groups` reads the groups in one walk of the `status` index over the dead
+tasks, in one snapshot. A bulk action is an operation row (`triage_op`): the reducer that starts it does the
 first batch, and a `triage_batch` schedule row does each next one, each its own transaction of at
 most TRIAGE_BATCH tasks (and TRIAGE_SCAN index entries read), so a hundred thousand dead tasks
 never make one long writer transaction. The walk goes by task id from a cursor, and only takes
