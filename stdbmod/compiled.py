@@ -49,12 +49,10 @@ def clean(package: str = PACKAGE) -> list[str]:
 
 def build() -> list[str]:
     """Compile the hot modules in place: an extension beside each, and their shared library."""
-    try:
-        from mypyc.build import mypycify
-        from setuptools import setup
-    except ImportError as e:
-        raise SystemExit(f"error: the compiled build needs mypy and setuptools: pip install 'stdbmod[compiled]' ({e.name} is missing)") from None
     import tempfile
+
+    from mypyc.build import mypycify  # main() says what to install when these are missing
+    from setuptools import setup
 
     clean()
     root = os.path.dirname(PACKAGE)
@@ -75,7 +73,11 @@ def build() -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args == ["build"]:
-        done = build()
+        try:
+            done = build()
+        except ImportError as e:
+            print(f"error: the compiled build needs mypy and setuptools: pip install 'stdbmod[compiled]' ({e.name} is missing)", file=sys.stderr)
+            return 2
         print(f"compiled {len(done)} of {len(HOT)} hot modules: {', '.join(done)}")
         return 0 if len(done) == len(HOT) else 1
     if args == ["clean"]:

@@ -64,6 +64,13 @@ def test_the_command_says_its_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert "hot modules compiled" in capsys.readouterr().out
 
 
+def test_building_without_mypyc_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "mypyc.build", None)  # as if mypy were not installed
+    assert compiled.main(["build"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: the compiled build needs mypy and setuptools: pip install 'stdbmod[compiled]' (mypyc.build is missing)\n"
+
+
 @pytest.mark.skipif(os.environ.get("STDBMOD_EXPECT_COMPILED") != "1", reason="only where CI built the compiled build")
 def test_every_hot_module_runs_compiled() -> None:
     for m in compiled.HOT:
