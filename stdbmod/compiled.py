@@ -1,7 +1,7 @@
 """The optional compiled build: the reducer call's hot path compiled with mypyc, in place.
 
     pip install -e '.[compiled]'          # mypy (mypyc) and setuptools; a C compiler is needed
-    python -m stdbmod.compiled build      # ~2 minutes on 2 cores: a .so beside each module
+    python -m stdbmod.compiled build      # ~45 s on 2 cores: a .so beside each, one shared library
     python -m stdbmod.compiled status     # which modules run compiled
     python -m stdbmod.compiled clean      # back to pure Python
 

@@ -131,6 +131,10 @@ class IndexDef:
             described["sparse"] = True
         return described
 
+    def leaves_out(self, vals: tuple[Any, ...]) -> bool:
+        """Whether a row (its column values) has no entry in this index: a sparse one's None."""
+        return self.sparse and vals[self.positions[0]] is None
+
     def locate(self, positions: tuple[int, ...]) -> None:
         self.positions = positions
         self.values = operator.itemgetter(*positions)

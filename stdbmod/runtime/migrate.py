@@ -49,7 +49,7 @@ def _build(txn: WriteTxn, module: Module, table: str, name: str) -> int:
     for pk_key, raw in txn.scan(spaces.rows(table)):
         rows += 1
         vals = msgspec.structs.astuple(t.decoder.decode(raw))
-        if ix.sparse and vals[ix.positions[0]] is None:
+        if ix.leaves_out(vals):
             continue  # no entry for a None (Index(sparse=True))
         value = ix.values(vals)
         key = ix.encode(value)

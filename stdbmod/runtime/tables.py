@@ -258,11 +258,10 @@ class BTreeIndex(Generic[R]):
         value's, so they come first (last when reversed) and the order is the dense index's."""
         h = self._h
         ix = self._ix
-        first = ix.positions[0]
         left_out: list[tuple[bytes, bytes]] = []
         for pk_key, raw in h._view.txn.scan(spaces.rows(h._t.name)):
             vals = h._vals_of(raw)
-            if vals[first] is None:
+            if ix.leaves_out(vals):
                 key = ix.encode(ix.values(vals)) + pk_key
                 if start <= key and (stop is None or key < stop):
                     left_out.append((key, pk_key))
