@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from .types import ConnectionId, Identity, TimeDuration, Timestamp, trusted_bytes, trusted_micros
+from .types import ConnectionId, Identity, TimeDuration, Timestamp, _new, _set_bytes, _set_micros
 
 _I64_MIN = -(1 << 63)
 _I64_MAX = (1 << 63) - 1
@@ -58,9 +58,13 @@ def dec_hook(typ: type, obj: Any) -> Any:
     kind = type(obj)
     if kind is int:
         if (typ is Timestamp or typ is TimeDuration) and _I64_MIN <= obj <= _I64_MAX:
-            return trusted_micros(typ, obj)
+            value = _new(typ)
+            _set_micros(value, obj)
+            return value
     elif kind is bytes and (typ is Identity or typ is ConnectionId) and len(obj) == typ.WIDTH:
-        return trusted_bytes(typ, obj)
+        raw = _new(typ)
+        _set_bytes(raw, obj)
+        return raw
     if typ not in _WRAPPED:
         raise NotImplementedError(f"cannot decode {typ.__name__}")
     if isinstance(obj, typ):

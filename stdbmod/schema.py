@@ -316,6 +316,16 @@ class ReducerDef:
             raise SchemaError(f"reducer {self.name}: {e}") from None
         # What the runtime calls with (ctx, *arguments in parameter order).
         self.call: Callable[..., Any] = self.func if self.spread is None else _spreading(self.func, self.spread)
+        # The check of Python values that needs no conversion (runtime/calls.py): per parameter,
+        # the exact types taken as they are (None: any value), and every default.
+        self.exact_types: tuple[frozenset[type] | None, ...] = tuple(_exact_types(t) for _, t, _ in self.params)
+        self.required = sum(1 for _, _, d in self.params if d is inspect.Parameter.empty)
+        self.defaults: tuple[Any, ...] | None = (
+            tuple(d for _, _, d in self.params[self.required :])
+            if all(type(d) in _IMMUTABLE for _, _, d in self.params[self.required :])
+            and all(d is inspect.Parameter.empty for _, _, d in self.params[: self.required])
+            else None
+        )
         self._object_decoder: msgspec.json.Decoder[Any] | None = None
 
     def decode_json_object(self, body: bytes) -> msgspec.Struct:
@@ -386,6 +396,29 @@ def param_text(name: str, tp: Any, default: Any) -> str:
 
 
 _FIELD = type(msgspec.field())
+
+
+# Values msgspec.convert returns as they are (no copy, no check beyond the type): a call's
+# argument of one of these exact types, where its parameter takes that type, needs no conversion.
+_IMMUTABLE = frozenset({type(None), bool, int, float, str, bytes})
+_AS_IS = _IMMUTABLE | {Identity, ConnectionId}
+
+
+def _exact_types(tp: Any) -> frozenset[type] | None:
+    """The exact types a parameter of type `tp` takes unconverted, or None for `Any` (every
+    value); an empty set where every value needs msgspec's check (constraints, literals, enums,
+    containers, Timestamps: those are range-checked)."""
+    if tp is Any:
+        return None
+    origin = typing.get_origin(tp)
+    if origin is typing.Union or origin is pytypes.UnionType:
+        members = [_exact_types(a) for a in typing.get_args(tp)]
+        if any(m is None for m in members):
+            return None
+        return frozenset().union(*(m for m in members if m is not None))
+    if tp is None or tp is type(None):
+        return frozenset({type(None)})
+    return frozenset({tp}) if tp in _AS_IS else frozenset()
 
 
 def _spreading(func: Callable[..., Any], struct: type[msgspec.Struct]) -> Callable[..., Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import blake3
 import msgspec
@@ -151,26 +151,13 @@ class _Micros:
         return (type(self), (self.micros,))
 
 
-_MicrosT = TypeVar("_MicrosT", bound=_Micros)
-_BytesT = TypeVar("_BytesT", bound=_Bytes)
+# A value built without its constructor's checks, for the callers that vouch for it: the row
+# decoder (codec.dec_hook: an int it range-checked, bytes of the right width) and the system
+# clock. `v = _new(Timestamp); _set_micros(v, micros)` is `Timestamp(micros)` unchecked; called
+# from compiled code (mypyc) these are C calls, where a helper function would be a Python one.
 _new = object.__new__
 _set_micros = _Micros.__dict__["micros"].__set__  # the slot descriptor
 _set_bytes = _Bytes.__dict__["_b"].__set__
-
-
-def trusted_micros(cls: type[_MicrosT], micros: int) -> _MicrosT:
-    """`cls(micros)` without the checks, for the row decoder (an int it has range-checked):
-    it runs for every time field of every row read."""
-    value = _new(cls)
-    _set_micros(value, micros)
-    return value
-
-
-def trusted_bytes(cls: type[_BytesT], raw: bytes) -> _BytesT:
-    """`cls(raw)` without the checks, for the row decoder (bytes of the right width)."""
-    value = _new(cls)
-    _set_bytes(value, raw)
-    return value
 
 
 class TimeDuration(_Micros):

@@ -10,13 +10,15 @@ whole). LZ4, not zlib: it finds the same repetition at a twentieth of the CPU (~
 1.4 KB record against ~11 us, which was a third of a retry lifecycle call; docs/performance.md),
 and it has no entropy stage, so records of random text stay about their text's size. Records
 that earlier versions stored zlib-compressed behind a 0x00 byte, or plain, are read as they are.
+
+The record's types are in records.py: the optional compiled build compiles these functions, and
+msgspec would misread a `Literal` field of a Struct declared in a compiled module.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator
-from typing import Literal
 
 import lz4.block
 import msgspec
@@ -24,33 +26,9 @@ import msgspec
 from ..keys import decode_u64, encode_u64
 from ..storage import ReadTxn, WriteTxn
 from . import spaces
+from .records import CommitRecord, LogRecord, RecordKind, TableChange
 
-# "sql": an owner's INSERT / UPDATE / DELETE (runtime/sql.py), its text as the argument
-RecordKind = Literal["init", "call", "connect", "disconnect", "scheduled", "schedule_cleanup", "sql", "procedure"]
-
-
-class TableChange(msgspec.Struct, array_like=True, frozen=True):
-    """The net effect of a transaction on one table: rows (msgpack) deleted, then inserted."""
-
-    table: str
-    deletes: list[bytes]
-    inserts: list[bytes]
-
-
-class CommitRecord(msgspec.Struct, tag="commit.v1", frozen=True):
-    offset: int
-    timestamp: int
-    kind: RecordKind
-    reducer: str
-    sender: bytes
-    connection_id: bytes | None
-    args: bytes
-    changes: list[TableChange]
-    sequences: dict[str, int] = {}
-    schedule_row: bytes | None = None  # scheduled kinds: table + 0x00 + pk key of the row that fired
-
-
-LogRecord = CommitRecord
+__all__ = ["COMPRESS_OVER", "CommitRecord", "LogRecord", "RecordKind", "TableChange", "append", "decode", "encode", "next_offset", "read"]
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(LogRecord)

@@ -27,8 +27,6 @@ from ..errors import (
     CallError,
     DatabaseClosed,
     DatabaseNotFound,
-    LifecycleCall,
-    NoSuchReducer,
     StdbError,
     StorageError,
 )
@@ -39,6 +37,7 @@ from ..storage.postgres_url import is_url, open_url
 from ..types import ConnectionId, Identity, Timestamp
 from . import commitlog, procedures, schedules, spaces
 from .backup import check_target
+from .calls import Calls
 from .clock import Clock, SystemClock
 from .commitlog import CommitRecord
 from .core import Core, Hooks
@@ -91,17 +90,6 @@ class ReadView:
         self.close()
 
 
-def _encode_args(reducer: str, decoded: Any) -> bytes:
-    # JSON decodes integers of any size; MessagePack stores 64 bits at most. A Python caller can
-    # pass any object where a reducer takes `Any`; one msgpack cannot store is the caller's error.
-    try:
-        return codec.msgpack_encoder.encode(decoded)
-    except (OverflowError, msgspec.EncodeError, NotImplementedError, TypeError) as e:
-        raise ArgumentError(f"{reducer}: {e}") from None
-    except RecursionError:
-        raise ArgumentError(f"{reducer}: the arguments are nested too deeply") from None
-
-
 def _storage(where: str | os.PathLike[str] | Storage, module: Module, **options: Any) -> Storage:
     if isinstance(where, Storage):
         return where
@@ -145,6 +133,7 @@ class Database:
         self.meta = meta
         self._core = Core(storage, module, clock, meta.identity)
         self._writer = Writer(self._core.run_batch, meta.name)
+        self._calls = Calls(module, meta.owner, self._writer, self._procedure_pool)
         self.hooks: Hooks = self._core.hooks  # on_commit, on_schedule_change, on_panic, on_batch
         self._hub: Any = None  # runtime/subscriptions.py's Hub, made by the first subscribe
         self._procedures: procedures.Procedures | None = None  # the procedure pool, made by the first procedure call
@@ -269,52 +258,11 @@ class Database:
         (SpacetimeDB 2.x: private functions), a scheduled one too (its argument is a row of its
         table; the row is not looked up nor deleted). A lifecycle reducer is refused with
         LifecycleCall (400); anything else, NoSuchReducer (404). `sender` None: as a client."""
-        r = self.module.reducers.get(name)
-        if r is not None and (r.client_callable or (sender is not None and sender == self.meta.owner)):
-            return r
-        if r is None:
-            kind = self.module.lifecycle_kind(name)
-            if kind is not None:
-                raise LifecycleCall(kind)
-        known = ", ".join(sorted(n for n, d in self.module.reducers.items() if d.client_callable)) or "none"
-        raise NoSuchReducer(f"no such reducer: {name} (the module's reducers: {known})")
-
-    def _job(
-        self, name: str, args: tuple[Any, ...], sender: Identity, connection_id: ConnectionId | None, decoded: Any = None, typed: bool = False
-    ) -> CallJob:
-        """The job of a call. `args` as Python values are checked against the reducer's types
-        (`decoded`: the JSON decoder did); `typed` ones are taken as they are (`submit_typed`)
-        when they hold every parameter. Either way they are encoded here once, for the commit log
-        (a MessagePack array in parameter order: the bytes `r.args_type` encodes to), and handed
-        to the reducer as a tuple (a typed spread reducer's Struct: as it is)."""
-        r = self.reducer(name, sender)
-        call_args = args
-        if r.spread is not None and len(args) == 1 and type(args[0]) is r.spread:
-            args = msgspec.structs.astuple(args[0])  # one instance of a spread reducer's Struct
-        if not typed or len(args) != len(r.params):  # fewer take the defaults, more are refused: the check's work
-            if decoded is None:
-                try:
-                    decoded = codec.convert(list(args), r.args_type)
-                except msgspec.ValidationError as e:
-                    raise ArgumentError(r.explain(e)) from None
-                except RecursionError:
-                    raise ArgumentError(f"{name}: the arguments are nested too deeply") from None
-            args = call_args = msgspec.structs.astuple(decoded)
-        if not isinstance(sender, Identity):
-            raise ArgumentError("sender must be an Identity")
-        return CallJob(
-            kind="call",
-            reducer=name,
-            sender=sender,
-            connection_id=connection_id,
-            args_bytes=_encode_args(name, args),
-            reducer_def=r,
-            args=call_args,
-        )
+        return self._calls.reducer(name, sender)
 
     def submit(self, reducer: str, *args: Any, sender: Identity, connection_id: ConnectionId | None = None) -> Future[Any]:
         """Queue a call; the future resolves after its commit is on disk (or with its error)."""
-        return self._submit(self._job(reducer, args, sender, connection_id))
+        return self._submit(self._calls.job(reducer, args, sender, connection_id))
 
     def submit_typed(
         self, reducer: str, args: tuple[Any, ...], *, sender: Identity, connection_id: ConnectionId | None = None
@@ -324,13 +272,13 @@ class Database:
         as the reducer's made, as the HTTP job routes' wire bodies are (tests/http/test_arguments.py
         holds each body in step with its reducer). They go to the commit log and to the reducer as
         they are, without the second type check `submit` makes of arbitrary Python values."""
-        return self._submit(self._job(reducer, args, sender, connection_id, typed=True))
+        return self._submit(self._calls.job(reducer, args, sender, connection_id, typed=True))
 
     def call(self, reducer: str, *args: Any, sender: Identity, connection_id: ConnectionId | None = None) -> Any:
         """Call a reducer as `sender` and wait for its durable commit. Returns what it returned.
 
         Raises SenderError (its message), ReducerFailed (generic), ArgumentError, NoSuchReducer."""
-        return self._run(self._job(reducer, args, sender, connection_id)).result()
+        return self._calls.call(reducer, args, sender, connection_id)
 
     def call_json(self, reducer: str, body: bytes, *, sender: Identity, connection_id: ConnectionId | None = None) -> Any:
         """Call with the arguments as JSON (the HTTP and CLI form): an array in parameter order,
@@ -349,14 +297,14 @@ class Database:
             raise ArgumentError(r.explain(e)) from None
         except RecursionError:  # msgspec's answer to JSON nested deeper than it can decode
             raise ArgumentError(f"{reducer}: the arguments are nested too deeply") from None
-        return self._job(reducer, (), sender, connection_id, decoded)
+        return self._calls.job(reducer, (), sender, connection_id, decoded)
 
     async def call_async(self, reducer: str, *args: Any, sender: Identity, connection_id: ConnectionId | None = None) -> Any:
         return await asyncio.wrap_future(self.submit(reducer, *args, sender=sender, connection_id=connection_id))
 
     def call_many(self, calls: Sequence[tuple[str, tuple[Any, ...], Identity]]) -> list[Any]:
         """Submit several calls at once (they share commits); each result or exception, in order."""
-        futures = [self._queue(self._job(name, args, sender, None)) for name, args, sender in calls]
+        futures = [self._calls.queue(self._calls.job(name, args, sender, None)) for name, args, sender in calls]
         out: list[Any] = []
         for f in futures:
             try:
@@ -413,33 +361,18 @@ class Database:
         that wants the job back (its commit's offset, `job.offset`, once it ran)."""
         if json is not None:
             return self._json_job(reducer, json, sender, connection_id)
-        return self._job(reducer, tuple(args), sender, connection_id)
+        return self._calls.job(reducer, tuple(args), sender, connection_id)
 
     def submit_job(self, job: Job) -> Future[Any]:
         """Queue a job the runtime prepared itself (the replays' way in)."""
         return self._submit(job)
 
-    def _procedure(self, job: Job) -> Future[Any] | None:
-        """What every way in checks first: a reducer calling back in is refused, and a
-        procedure's call goes to the procedures' pool (its future); None: a job for the writer."""
-        if self._writer.running_here():
-            raise CallError("a reducer cannot call db.call(); call the other reducer function directly")
-        if isinstance(job, CallJob) and job.reducer_def is not None and job.reducer_def.procedure:
-            return self._procedure_pool().submit(
-                job.reducer_def, job.args, sender=job.sender, connection_id=job.connection_id, args_bytes=job.args_bytes
-            )
-        return None
-
     def _submit(self, job: Job) -> Future[Any]:
-        return self._procedure(job) or self._writer.submit(job)
+        return self._calls.submit(job)
 
     def _run(self, job: Job) -> Future[Any] | Waiter | Done:
         """As `_submit`, for a caller that waits for the result: run here if the writer is idle."""
-        return self._procedure(job) or self._writer.run(job)
-
-    def _queue(self, job: Job) -> Future[Any] | Waiter:
-        """As `_submit`, for a caller that waits for the result (no callbacks)."""
-        return self._procedure(job) or self._writer.queue(job)
+        return self._calls.run(job)
 
     def _procedure_pool(self) -> procedures.Procedures:
         with self._procedures_lock:

@@ -51,12 +51,31 @@ class Job:
         return contexts.context(tx, sender=self.sender, connection_id=self.connection_id, reducer=self.reducer)
 
 
-@dataclass
+@dataclass(init=False)
 class CallJob(Job):
     """A client call of a reducer (args already decoded and validated)."""
 
     reducer_def: ReducerDef | None = None
     args: tuple[Any, ...] = ()
+
+    # One per call: written out, because a compiled build (mypyc) leaves the `__init__` that
+    # dataclasses generates interpreted (~5,000 instructions a call).
+    def __init__(
+        self, kind: RecordKind, reducer: str, sender: Identity, connection_id: ConnectionId | None = None,
+        timestamp: Timestamp | None = None, args_bytes: bytes = b"", reducer_def: ReducerDef | None = None,
+        args: tuple[Any, ...] = (),
+    ) -> None:  # fmt: skip
+        self.kind = kind
+        self.reducer = reducer
+        self.sender = sender
+        self.connection_id = connection_id
+        self.timestamp = timestamp
+        self.args_bytes = args_bytes
+        self.schedule_row = None
+        self.skip_record = False
+        self.offset = None
+        self.reducer_def = reducer_def
+        self.args = args
 
     def run(self, contexts: ContextFactory, tx: Transaction) -> Any:
         assert self.reducer_def is not None

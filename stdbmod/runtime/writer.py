@@ -17,6 +17,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from _thread import get_ident
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -112,7 +113,7 @@ class Writer:
 
     def running_here(self) -> bool:
         """Whether the calling thread is running a batch (a reducer calling back in)."""
-        return self._runner == threading.get_ident()
+        return self._runner == get_ident()
 
     def submit(self, job: Any) -> Future[Any]:
         """Queue a job for the writer thread."""
@@ -140,14 +141,14 @@ class Writer:
         with self._lock:
             if self._closed:
                 raise DatabaseClosed("the database is closed")
-            if self._queued or not self._alone or not self._running.acquire(blocking=False):
+            if self._queued or not self._alone or not self._running.acquire(False):
                 waiter = Waiter()
                 self._queue.put((job, waiter))
                 self._queued += 1
                 return waiter
         done = Done()
         try:
-            self._runner = threading.get_ident()
+            self._runner = get_ident()
             self._run([(job, done)], reraise=True)
         finally:
             self._runner = None
@@ -161,7 +162,7 @@ class Writer:
             if self._closed:
                 raise DatabaseClosed("the database is closed")
             # Only when nothing is queued: a job queued earlier by this thread must run first.
-            if self._queued or not self._alone or not self._running.acquire(blocking=False):
+            if self._queued or not self._alone or not self._running.acquire(False):
                 waiters: list[Waiter | Done] = []
                 for job in jobs:
                     waiter = Waiter()
@@ -171,7 +172,7 @@ class Writer:
                 return waiters
         batch: Batch = [(job, Done()) for job in jobs]
         try:
-            self._runner = threading.get_ident()
+            self._runner = get_ident()
             self._run(batch, reraise=True)
         finally:
             self._runner = None
@@ -206,7 +207,7 @@ class Writer:
                         stop = True
                         break
                     batch.append(nxt)
-                self._runner = threading.get_ident()
+                self._runner = get_ident()
                 try:
                     self._run(batch)
                 finally:

@@ -142,7 +142,7 @@ def test_a_lone_failed_call_and_one_in_a_batch_leave_the_same_state_and_log(db: 
                 with pytest.raises((SenderError, ReducerFailed)):
                     database.call("add", text, 2, sender=ALICE)
             else:  # the batch: a good call on each side of the failing one, one commit
-                results = database._writer.run_many([database._job(r, a, ALICE, None) for r, a in (("add", ("a",)), ("add", (text, 2)), ("add", ("b",)))])
+                results = database._writer.run_many([database.call_job(r, a, sender=ALICE) for r, a in (("add", ("a",)), ("add", (text, 2)), ("add", ("b",)))])
                 with pytest.raises((SenderError, ReducerFailed)):
                     results[1].result()
                 assert [results[0].result(), results[2].result()] == ([2, 3] if text == "refuse" else [4, 5])

@@ -93,7 +93,7 @@ def test_a_failed_call_leaves_no_trace_in_the_cache(db: Database) -> None:
     assert db.call("read", sender=ALICE) == 1
     # the same inside a batch: the failing call sits between two reads that share its commit
     calls = [("read", ()), ("put", (3, True)), ("read", ())]
-    results = db._writer.run_many([db._job(r, a, ALICE, None) for r, a in calls])
+    results = db._writer.run_many([db.call_job(r, a, sender=ALICE) for r, a in calls])
     assert results[0].result() == 1 and results[2].result() == 1
     with pytest.raises(SenderError):
         results[1].result()

@@ -83,8 +83,11 @@ def _run(tmp_path: Path, early: bool) -> tuple[int, list[str]]:
     if early:  # a feed that runs before the commit: what the check must catch
         storage.before_commit.append(lambda end: check(end - 1))
 
-    def writer(who: Identity) -> None:
+    # every account first: a thread's transfer to one not opened yet would fail ("no such account")
+    for who in PEOPLE:
         db.call("open_account", 40, sender=who)
+
+    def writer(who: Identity) -> None:
         for k in range(12):
             db.call("transfer", 1 + k % 3, 1, sender=who)
 
