@@ -18,7 +18,7 @@ import os
 import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 
-from ._mypyc import HOT, PACKAGE, StaleBuild, check
+from ._mypyc import HOT, PACKAGE, StaleBuild, built_modules, check
 
 GROUP = "stdbmod._native"  # the shared library's module: stdbmod/_native__mypyc
 LIBRARY = "_native__mypyc"
@@ -38,9 +38,10 @@ def compiled(package: str = PACKAGE) -> list[str]:
 
 
 def clean(package: str = PACKAGE) -> list[str]:
-    """Remove every compiled file of the hot modules and their library; what was removed."""
+    """Remove every compiled file of the hot modules (today's, and any other an earlier build
+    left beside its source) and their library; what was removed."""
     removed = []
-    for m in (*HOT, LIBRARY):
+    for m in (*sorted({*HOT, *built_modules(package)}), LIBRARY):
         for path in _built(m, package):
             os.remove(path)
             removed.append(os.path.relpath(path, package))

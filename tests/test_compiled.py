@@ -57,6 +57,22 @@ def test_clean_removes_the_extensions_and_their_library_only(tmp_path: Path) -> 
     assert all((pkg / f"{m}.py").exists() for m in compiled.HOT)
 
 
+def test_a_module_compiled_by_an_earlier_build_is_checked_and_cleaned(tmp_path: Path) -> None:
+    """A version that compiles fewer modules must not run an earlier build's extension of one it
+    no longer compiles: the check sees it, and clean removes it."""
+    pkg = _package(tmp_path)
+    (pkg / "runtime").mkdir(exist_ok=True)
+    (pkg / "runtime/sql.py").write_text("")  # not hot now
+    so = pkg / f"runtime/sql{SUFFIX}"
+    so.write_bytes(b"")
+    os.utime(pkg / "runtime/sql.py", (3_000, 3_000))
+    os.utime(so, (2_000, 2_000))  # built before the source it shadows changed
+    with pytest.raises(compiled.StaleBuild, match=r"stdbmod/runtime/sql\.py changed after it was compiled"):
+        compiled.check(str(pkg))
+    assert compiled.clean(str(pkg)) == [f"runtime/sql{SUFFIX}"]
+    compiled.check(str(pkg))
+
+
 def test_the_command_says_its_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert compiled.main(["nonsense"]) == 2
     assert "usage: python -m stdbmod.compiled build | clean | status" in capsys.readouterr().err
