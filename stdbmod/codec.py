@@ -13,16 +13,16 @@ scenario values) must hold times in years 1 to 9999 UTC (`Timestamp.checked`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
 from .types import ConnectionId, Identity, TimeDuration, Timestamp, _new, _set_bytes, _set_micros
 
-_I64_MIN = -(1 << 63)
-_I64_MAX = (1 << 63) - 1
+_I64_MIN: Final = -(1 << 63)
+_I64_MAX: Final = (1 << 63) - 1
 
-_WRAPPED = {
+_WRAPPED: Final = {
     Identity: "__identity__",
     ConnectionId: "__connection_id__",
     Timestamp: "__timestamp_micros_since_unix_epoch__",
@@ -96,7 +96,7 @@ def _dec_hook_in(typ: type, obj: Any) -> Any:
     return value
 
 
-msgpack_encoder = msgspec.msgpack.Encoder(enc_hook=_enc_msgpack)
+msgpack_encoder: Final = msgspec.msgpack.Encoder(enc_hook=_enc_msgpack)
 json_encoder = msgspec.json.Encoder(enc_hook=_enc_json)
 
 

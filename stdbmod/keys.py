@@ -12,27 +12,27 @@ from __future__ import annotations
 import contextlib
 import enum
 import struct
-from typing import Any
+from typing import Any, Final
 
 from .errors import InvalidValue, SchemaError
 from .types import ConnectionId, Identity, TimeDuration, Timestamp
 
-_NONE = b"\x01"
-_FALSE = b"\x02\x00"
-_TRUE = b"\x02\x01"
-_INT = 0x03
-_FLOAT = 0x04
-_STR = 0x05
-_BYTES = 0x06
-_IDENTITY = 0x07
-_CONNECTION = 0x08
+_NONE: Final = b"\x01"
+_FALSE: Final = b"\x02\x00"
+_TRUE: Final = b"\x02\x01"
+_INT: Final = 0x03
+_FLOAT: Final = 0x04
+_STR: Final = 0x05
+_BYTES: Final = 0x06
+_IDENTITY: Final = 0x07
+_CONNECTION: Final = 0x08
 
-_INT_OFFSET = 1 << 63
-_INT_MIN = -(1 << 63)
-_INT_MAX = (1 << 64) - 1  # u64 columns are allowed too
-_INT_WIDTH = 9
+_INT_OFFSET: Final = 1 << 63
+_INT_MIN: Final = -(1 << 63)
+_INT_MAX: Final = (1 << 64) - 1  # u64 columns are allowed too
+_INT_WIDTH: Final = 9
 
-MAX_KEY_SIZE = 511
+MAX_KEY_SIZE: Final = 511
 
 
 def _escape(raw: bytes) -> bytes:
@@ -40,7 +40,7 @@ def _escape(raw: bytes) -> bytes:
     return raw.replace(b"\x00", b"\x00\xff") + b"\x00\x00"
 
 
-_INT_TAG = bytes((_INT,))
+_INT_TAG: Final = bytes((_INT,))
 
 
 def _int(value: int) -> bytes:
@@ -81,10 +81,10 @@ def _encode_slow(value: Any) -> bytes:
     raise SchemaError(f"values of type {type(value).__name__} cannot be used in a key")
 
 
-_STR_TAG = bytes((_STR,))
-_IDENTITY_TAG = bytes((_IDENTITY,))
-_CONNECTION_TAG = bytes((_CONNECTION,))
-_BYTES_TAG = bytes((_BYTES,))
+_STR_TAG: Final = bytes((_STR,))
+_IDENTITY_TAG: Final = bytes((_IDENTITY,))
+_CONNECTION_TAG: Final = bytes((_CONNECTION,))
+_BYTES_TAG: Final = bytes((_BYTES,))
 
 def _str(v: str) -> bytes:
     return _STR_TAG + _escape(v.encode("utf-8", "surrogatepass"))
@@ -98,7 +98,7 @@ def _micros(v: Timestamp | TimeDuration) -> bytes:
 # The common exact types skip the isinstance chain (keys are built on every row write);
 # anything else (subclasses, enums before their first use) takes `_encode_slow`, which gives the
 # same bytes.
-_FAST: dict[type, Any] = {
+_FAST: Final[dict[type, Any]] = {
     int: _int,
     str: _str,
     # a dict's own lookup: no Python frame per value (None and bool fill most optional and flag columns)
@@ -141,7 +141,7 @@ def _fast_of(typ: type) -> Any:
 
 # For callers encoding many values in a loop: `FAST_ENCODERS.get(type(v))`, and `encode_value`
 # on a miss, saves a call per value.
-FAST_ENCODERS = _FAST
+FAST_ENCODERS: Final = _FAST
 
 
 def encode_value(value: Any) -> bytes:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from itertools import islice
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -46,7 +46,7 @@ from .tables import Attempt, AttemptTimer, DeadReason, LeaseSweep, NewTask, Outc
 from .unique import checked_unique, existing, unique_key
 
 Handlers = Mapping[str, Callable[..., Any]]
-_replace = msgspec.structs.replace
+_replace: Final = msgspec.structs.replace
 
 
 def checked(task: NewTask) -> NewTask:
@@ -103,7 +103,7 @@ def arm_sweep(ctx: ReducerContext, expires: Timestamp) -> None:
 # After a firing the sweep waits at least this long. Without it, N long jobs whose heartbeats
 # keep moving their leases would make it fire (and find nothing) about once per heartbeat each;
 # with it, at most once a second, and a lease is reaped at most this late.
-SWEEP_SPACING = TimeDuration.from_seconds(1)
+SWEEP_SPACING: Final = TimeDuration.from_seconds(1)
 
 
 def sweep_leases(ctx: ReducerContext, handlers: Handlers) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -25,7 +25,7 @@ from .writer import Done, Waiter, Writer
 
 # Errors msgspec lets through for values it cannot take: a string with a lone surrogate cannot
 # be UTF-8 (UnicodeEncodeError), an int past 64 bits cannot be MessagePack (OverflowError).
-_BAD_VALUE = (msgspec.MsgspecError, OverflowError, NotImplementedError, TypeError, UnicodeEncodeError)
+_BAD_VALUE: Final = (msgspec.MsgspecError, OverflowError, NotImplementedError, TypeError, UnicodeEncodeError)
 
 
 class Calls:

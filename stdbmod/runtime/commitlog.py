@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator
+from typing import Final
 
 import lz4.block
 import msgspec
@@ -30,12 +31,12 @@ from .records import CommitRecord, LogRecord, RecordKind, TableChange
 
 __all__ = ["COMPRESS_OVER", "CommitRecord", "LogRecord", "RecordKind", "TableChange", "append", "decode", "encode", "next_offset", "read"]
 
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(LogRecord)
+_encoder: Final = msgspec.msgpack.Encoder()
+_decoder: Final = msgspec.msgpack.Decoder(LogRecord)
 
-COMPRESS_OVER = 1024  # below this the saving is a few bytes and not worth the writer's time
-_ZLIB = b"\x00"  # written by earlier versions; read only
-_LZ4 = b"\x01"
+COMPRESS_OVER: Final = 1024  # below this the saving is a few bytes and not worth the writer's time
+_ZLIB: Final = b"\x00"  # written by earlier versions; read only
+_LZ4: Final = b"\x01"
 
 
 def encode(record: CommitRecord) -> bytes:

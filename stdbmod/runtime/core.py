@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from time import perf_counter_ns
-from typing import Any
+from typing import Any, Final
 
 from ..errors import ReducerFailed, SenderError, StorageError, StoragePanic, TransientStorageError
 from ..module import Module
@@ -28,7 +28,7 @@ from .dblog import DbLog
 from .jobs import Job, record_of
 from .transaction import RowCache, Transaction
 
-log = logging.getLogger("stdbmod")
+log: Final = logging.getLogger("stdbmod")
 
 # (the batch, each job's (ok, result or error), each job's nanoseconds, the commit's nanoseconds)
 BatchTimes = tuple[list[tuple[Job, Future[Any]]], list[tuple[bool, Any]], list[int], int]
@@ -36,7 +36,7 @@ BatchTimes = tuple[list[tuple[Job, Future[Any]]], list[tuple[bool, Any]], list[i
 # How long a batch whose storage failed transiently (PostgreSQL: a lost connection before
 # COMMIT, a serialization failure) is run again before its callers get the error; nobody has
 # been answered, and the jobs keep their timestamps, so a re-run is the same calls.
-RETRY_FOR = 30.0
+RETRY_FOR: Final = 30.0
 
 
 @dataclass

@@ -33,7 +33,7 @@ Only this module knows the keys' layout; integrity checks and replays ask it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from ..errors import ScheduleTooFar
 from ..keys import decode_u64, encode_u64
@@ -42,8 +42,8 @@ from ..storage import ReadTxn, WriteTxn
 from ..types import At, Every, Timestamp
 from . import spaces
 
-QUEUE = spaces.SCHEDULE_QUEUE
-BY_ROW = spaces.SCHEDULE_BY_ROW
+QUEUE: Final = spaces.SCHEDULE_QUEUE
+BY_ROW: Final = spaces.SCHEDULE_BY_ROW
 
 
 # --- keys ------------------------------------------------------------------------------------------
@@ -85,7 +85,7 @@ def due_of(at: At | Every, now: Timestamp) -> int:
 
 # SpacetimeDB's MAX_SCHEDULE_DELAY: 64^6 - 1 ms (about 2.18 years), the range of its timer
 # queue; a row due further ahead fails its insert.
-MAX_DELAY_MICROS = ((1 << 36) - 1) * 1000
+MAX_DELAY_MICROS: Final = ((1 << 36) - 1) * 1000
 
 
 def check_delay(table: TableDef, row: tuple[Any, ...], now: Timestamp) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import msgspec
 
@@ -23,7 +23,7 @@ from ..schema import IndexDef, TableDef
 from . import spaces
 from .transaction import TxView
 
-_astuple = msgspec.structs.astuple
+_astuple: Final = msgspec.structs.astuple
 R = TypeVar("R", bound=msgspec.Struct)  # a table's row type
 
 
@@ -216,8 +216,8 @@ class TableHandle(Generic[R]):
         return acc
 
 
-_NONE_KEY = encode_value(None)
-_NONE_END = prefix_end(_NONE_KEY)
+_NONE_KEY: Final = encode_value(None)
+_NONE_END: Final = prefix_end(_NONE_KEY)
 
 
 def _reaches_none(start: bytes, stop: bytes | None) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import operator
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -21,13 +21,13 @@ from ..storage import ReadTxn, WriteTxn
 from ..types import Timestamp
 from . import schedules, spaces
 
-_SEQ_MAX = (1 << 63) - 1
-_fast = FAST_ENCODERS.get
+_SEQ_MAX: Final = (1 << 63) - 1
+_fast: Final = FAST_ENCODERS.get
 
 
 RowCache = dict[str, dict[bytes, bytes | None]]  # table -> stored key -> the row's bytes (None: absent)
-_CACHE_ROWS = 4096  # rows kept per cached table at most (they are meant to be few)
-_MISS = object()
+_CACHE_ROWS: Final = 4096  # rows kept per cached table at most (they are meant to be few)
+_MISS: Final = object()
 
 
 class TxView:
@@ -264,7 +264,7 @@ class _Plan:
         return found
 
 
-_plans: dict[int, _Plan] = {}  # id(TableDef) -> its plan (TableDefs are not hashable)
+_plans: Final[dict[int, _Plan]] = {}  # id(TableDef) -> its plan (TableDefs are not hashable)
 
 
 def _plan(table: TableDef) -> _Plan:

@@ -20,13 +20,13 @@ import time
 from _thread import get_ident
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Final
 
 from ..errors import DatabaseClosed
 
-MAX_BATCH = 512
+MAX_BATCH: Final = 512
 
-_STOP = object()
+_STOP: Final = object()
 
 Batch = list[tuple[Any, Any]]  # (job, Future or Done)
 

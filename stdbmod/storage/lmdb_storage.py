@@ -8,7 +8,7 @@ import errno
 import os
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Final
 
 import lmdb
 
@@ -17,14 +17,14 @@ from ..errors import DatabaseAlreadyOpen, KeyTooLarge, StorageError, StoragePani
 from . import private
 from .base import ReadTxn, Storage, StorageFull, WriteTxn
 
-_open_lock = threading.Lock()
-_open_envs: set[tuple[int, int]] = set()
+_open_lock: Final = threading.Lock()
+_open_envs: Final[set[tuple[int, int]]] = set()
 
-DEFAULT_MAP_SIZE = 64 << 20
+DEFAULT_MAP_SIZE: Final = 64 << 20
 # LMDB sizes per-transaction arrays by max_dbs: a nested write transaction callocs ~65 bytes and a
 # read transaction ~49 bytes per slot. At 4,096 slots that was 200-270 KB zeroed per transaction
 # (~6 us of every reducer call); so the env gets the slots its spaces need, plus headroom.
-MIN_SPACES = 64
+MIN_SPACES: Final = 64
 
 
 def _translate(e: lmdb.Error) -> Exception:
@@ -93,7 +93,7 @@ class _ReadGate:
 GROW_WAIT = 60.0  # how long growing the map waits for open read transactions to end
 # A file system with less room than this after a short write is full: LMDB writes at most 64
 # pages per call, and an overflow page (a big value) at once, so a cut write leaves less behind.
-FULL_BELOW = 1 << 20
+FULL_BELOW: Final = 1 << 20
 
 
 class _LmdbRead(ReadTxn):
