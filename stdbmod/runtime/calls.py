@@ -21,7 +21,7 @@ from ..module import Module
 from ..schema import ReducerDef
 from ..types import ConnectionId, Identity
 from .jobs import CallJob, Job
-from .writer import Done, Waiter, Writer
+from .writer import MAX_BATCH, Done, Waiter, Writer
 
 # Errors msgspec lets through for values it cannot take: a string with a lone surrogate cannot
 # be UTF-8 (UnicodeEncodeError), an int past 64 bits cannot be MessagePack (OverflowError).
@@ -114,6 +114,19 @@ class Calls:
     def queue(self, job: Job) -> Future[Any] | Waiter:
         """As `submit`, for a caller that waits for the result (no callbacks)."""
         return self.procedure(job) or self.writer.queue(job)
+
+    def run_many(self, jobs: list[Job]) -> list[Future[Any] | Waiter | Done]:
+        """As `run` for jobs meant to share commits (`call_many`): run here when the writer is
+        idle, `MAX_BATCH` to a batch, each batch one commit, else queued together. A list with a
+        procedure's call in it goes job by job (`queue`)."""
+        if any(isinstance(job, CallJob) and job.reducer_def is not None and job.reducer_def.procedure for job in jobs):
+            return [self.queue(job) for job in jobs]
+        if self.writer.running_here():
+            raise CallError("a reducer cannot call db.call(); call the other reducer function directly")
+        outcomes: list[Future[Any] | Waiter | Done] = []
+        for start in range(0, len(jobs), MAX_BATCH):
+            outcomes.extend(self.writer.run_many(jobs[start : start + MAX_BATCH]))
+        return outcomes
 
     def call(self, name: str, args: tuple[Any, ...], sender: Identity, connection_id: ConnectionId | None) -> Any:
         """`Database.call`: the job, run here or queued, and its result once committed."""

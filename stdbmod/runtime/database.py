@@ -303,8 +303,10 @@ class Database:
         return await asyncio.wrap_future(self.submit(reducer, *args, sender=sender, connection_id=connection_id))
 
     def call_many(self, calls: Sequence[tuple[str, tuple[Any, ...], Identity]]) -> list[Any]:
-        """Submit several calls at once (they share commits); each result or exception, in order."""
-        futures = [self._calls.queue(self._calls.job(name, args, sender, None)) for name, args, sender in calls]
+        """Run several calls at once (they share commits); each result or exception, in order.
+        Every call's arguments are checked first: one that fails raises before any call runs."""
+        jobs: list[Job] = [self._calls.job(name, args, sender, None) for name, args, sender in calls]
+        futures = self._calls.run_many(jobs)
         out: list[Any] = []
         for f in futures:
             try:

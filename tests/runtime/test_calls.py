@@ -257,6 +257,24 @@ def test_call_many_and_async(db: Database) -> None:
     assert asyncio.run(db.call_async("add", "c", sender=ALICE)) == 3
 
 
+def test_call_many_checks_every_call_before_running_any(db: Database) -> None:
+    before = len(db.commit_log())
+    with pytest.raises(ArgumentError):
+        db.call_many([("add", ("a",), ALICE), ("add", (b"not text",), ALICE), ("add", ("b",), ALICE)])
+    assert len(db.commit_log()) == before and notes(db) == []
+
+
+def test_call_many_beyond_one_batch_answers_in_order(db: Database) -> None:
+    """More calls than one batch takes (MAX_BATCH): several commits, answered in order."""
+    from stdbmod.runtime.writer import MAX_BATCH
+
+    n = MAX_BATCH + 10
+    before = len(db.commit_log())
+    out = db.call_many([("add", (f"n{i}",), ALICE) for i in range(n)])
+    assert out == list(range(1, n + 1))
+    assert len(db.commit_log()) == before + n and notes(db) == [f"n{i}" for i in range(n)]
+
+
 def test_init_ran_once_as_owner_and_connections_run_lifecycle(db: Database) -> None:
     conn = db.connect(ALICE)
     with pytest.raises(SenderError, match="banned"):
