@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..runtime import Database, ReducerContext
-from ..runtime.tables import DbView
+from ..runtime.dbview import DbView
 from ..types import Identity
 from .errors import NotAuthorized
 

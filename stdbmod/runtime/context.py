@@ -12,7 +12,7 @@ from ..errors import InvalidValue, NoSuchAttribute, SenderError
 from ..module import Module
 from ..types import ConnectionId, Identity, Timestamp
 from .dblog import LEVELS
-from .tables import DbView
+from .dbview import DbView
 from .transaction import Transaction, TxView
 
 
@@ -89,6 +89,7 @@ class ContextFactory:
         self.module = module
         self.identity = identity
         self._writer_db: DbView | None = None  # see `context`
+        self._bound: TxView | None = None  # the transaction it is bound to (the writer reuses one)
 
     def dbview(self, view: TxView) -> DbView:
         """`db` over `view`: a read snapshot, or a transaction outside any reducer (replays)."""
@@ -101,6 +102,7 @@ class ContextFactory:
         db = self._writer_db
         if db is None:
             db = self._writer_db = self.dbview(tx)
-        else:
+        elif tx is not self._bound:
             db.rebind(tx)
+        self._bound = tx
         return ReducerContext(tx, db, sender=sender, identity=self.identity, connection_id=connection_id, reducer=reducer)

@@ -42,12 +42,12 @@ from .clock import Clock, SystemClock
 from .commitlog import CommitRecord
 from .core import Core, Hooks
 from .dblog import DbLog, LogLine
+from .dbview import DbView
 from .integrity import check_integrity
 from .jobs import CallJob, Job, LifecycleJob, ScheduledJob
 from .logtrim import state_hash_of
 from .migrate import rebuild_indexes
 from .schema_check import check_compatible
-from .tables import DbView
 from .transaction import TxView
 from .writer import MAX_BATCH, Done, Waiter, Writer
 

@@ -32,10 +32,11 @@ from ..schema import IndexDef, TableDef
 from ..types import Identity
 from .context import ContextFactory
 from .database import Database
+from .dbview import DbView
 from .jobs import Job
 from .sql_plan import Bound, Delete, Insert, Plan, Rows, Select, Update, Values, parse_query, parse_subscription, plan_all
 from .sql_text import SqlError, statements
-from .tables import DbView, Range, TableHandle
+from .tables import Range, TableHandle
 from .transaction import Transaction
 
 __all__ = ["SqlError", "SqlResult", "execute", "reads_only", "run_sql", "parse_query", "parse_subscription", "select", "check_readable", "SqlJob"]

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from .dbview import DbView
 from .sql_plan import Bound, Select, Values
-from .tables import DbView
 
 Changes = dict[str, tuple[list[Values], list[Values]]]
 Delta = tuple[list[Values], list[Values]]  # (deleted rows, inserted rows) of the query's result

@@ -17,7 +17,7 @@ import msgspec
 
 from .._mypyc import mypyc_attr
 from ..codec import msgpack_encoder
-from ..errors import ConstraintViolation, InvalidValue, KeyTooLarge, NoSuchAttribute, NoSuchTable, RowNotFound, UniqueConstraintViolation, WrongType
+from ..errors import ConstraintViolation, InvalidValue, KeyTooLarge, RowNotFound, UniqueConstraintViolation, WrongType
 from ..keys import MAX_KEY_SIZE, encode_key, encode_value, prefix_end
 from ..schema import IndexDef, TableDef
 from . import spaces
@@ -61,7 +61,9 @@ def key_bounds(spec: Any, columns: int) -> tuple[bytes, bytes | None]:
     return start, stop
 
 
-@mypyc_attr(native_class=False)  # answers ctx.db.<table>.<column> through __getattr__
+# Compiled (mypyc), a native class: its attributes are read from the struct, where a class
+# with a __dict__ cost a lookup each. `dbview.Columns` adds `ctx.db.<table>.<column>`.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TableHandle(Generic[R]):
     """One table, seen through the current transaction. `ctx.db.<table>` is a handle of rows of
     any type; `ctx.db.of(RowType)` the same handle, typed for editors and type checkers."""
@@ -201,20 +203,6 @@ class TableHandle(Generic[R]):
         for k in keys:
             self._delete_at(k)
         return len(keys)
-
-    def __getattr__(self, name: str) -> Any:
-        t = self._t
-        if name == t.primary_key:
-            assert t.pk_index is not None
-            acc: Any = UniqueColumn(self, t.pk_index, primary=True)
-        elif name in t.indexes:
-            ix = t.indexes[name]
-            acc = UniqueColumn(self, ix) if ix.unique else BTreeIndex(self, ix)
-        else:
-            raise NoSuchAttribute(f"table {t.name} has no column or index {name!r} with an index on it")
-        self.__dict__[name] = acc
-        return acc
-
 
 _NONE_KEY: Final = encode_value(None)
 _NONE_END: Final = prefix_end(_NONE_KEY)
@@ -357,45 +345,3 @@ def decode_row(handle: TableHandle[R], raw: bytes) -> R:
 def delete_at(handle: TableHandle[Any], pk_key: bytes) -> bool:
     """Delete the row stored under `pk_key`; whether there was one."""
     return handle._delete_at(pk_key)
-
-
-@mypyc_attr(native_class=False)  # answers ctx.db.<table> through __getattr__
-class DbView:
-    """`ctx.db`: one attribute per table."""
-
-    def __init__(self, view: TxView, tables: dict[str, TableDef]) -> None:
-        self._view = view
-        self._tables = tables
-        self._handles: list[TableHandle[Any]] = []
-
-    def __getattr__(self, name: str) -> TableHandle[Any]:
-        try:
-            table = self._tables[name]
-        except KeyError:
-            raise NoSuchTable(f"no table named {name!r}") from None
-        handle: TableHandle[Any] = TableHandle(self._view, table)
-        self.__dict__[name] = handle
-        self._handles.append(handle)
-        return handle
-
-    def rebind(self, view: TxView) -> None:
-        """Point this view and the handles made so far at another transaction. The writer keeps
-        one DbView for all its calls (they run one at a time): building handles and accessors
-        afresh for every call cost more than many a reducer's own work."""
-        if view is self._view:  # the writer's jobs share one Transaction (Transaction.reset)
-            return
-        self._view = view
-        for handle in self._handles:
-            handle._view = view
-
-    def table(self, name: str) -> TableHandle[Any]:
-        return getattr(self, name)  # type: ignore[no-any-return]
-
-    def of(self, row_type: type[R]) -> TableHandle[R]:
-        """The table of `row_type` rows, typed: `ctx.db.of(Task).insert(task)` takes and returns
-        a `Task` for editors and type checkers (`ctx.db.task` is the same handle, untyped). A row
-        type declared as several tables is the first of them; name the others."""
-        for table in self._tables.values():
-            if table.row_type is row_type:
-                return getattr(self, table.name)  # type: ignore[no-any-return]
-        raise NoSuchTable(f"no table holds {row_type.__name__} rows")
