@@ -132,13 +132,19 @@ def next_after(expr: str, tz: dt.tzinfo, after: Timestamp) -> Timestamp | None:
 def _newest_before(expr: str, tz: dt.tzinfo, upto: Timestamp, count: int) -> Timestamp | None:
     """The `count`-th newest instant at or before `upto`, found walking backwards (cronsim's
     reverse walk: it only bounds the forward walk, which alone decides the instants)."""
+    # The walk starts a second after `upto` so that an instant at `upto` itself counts; an
+    # instant inside that second (`upto` at 11:39:59.5, the walk from 11:40:00.5) is after it.
     walk = CronSim(expr, _local(upto, tz) + _ONE_SECOND, reverse=True)
     found: Timestamp | None = None
-    for _ in range(count):
+    n = 0
+    while n < count:
         try:
-            found = _stamp(next(walk))
+            t = _stamp(next(walk))
         except StopIteration:
             return found
+        if t <= upto:
+            found = t
+            n += 1
     return found
 
 
