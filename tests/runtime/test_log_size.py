@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import random
 import zlib
 from pathlib import Path
 
@@ -22,7 +23,8 @@ OWNER = Identity.from_claims("test", "log-size")
 def test_each_record_of_a_big_job_stores_its_payload_once(tmp_path: Path) -> None:
     db = Database.create(tmp_path / "db", load_module(RETRY_SPEC).module, owner=OWNER, durable=False)
     try:
-        blob = base64.b64encode(os.urandom(7500)).decode()  # 10,000 characters nothing compresses much
+        # 10,000 characters nothing compresses much; fixed, so that the sizes below are too
+        blob = base64.b64encode(random.Random(13).randbytes(7500)).decode()
         db.call("enqueue", NewTask("big", "q", {"blob": blob}), sender=OWNER)
         task = db.call("claim", "q", "w", sender=OWNER)
         db.call("complete", task.id, {"ok": True}, sender=OWNER)
@@ -33,8 +35,11 @@ def test_each_record_of_a_big_job_stores_its_payload_once(tmp_path: Path) -> Non
         for rec in records[-3:]:
             whole = len(msgspec.msgpack.encode(rec))
             assert whole > 2 * len(blob)  # the payload is in it twice
-            # and stored once (LZ4 has no entropy stage: base64 stays its own size, plus the row)
-            assert len(stored[rec.offset]) < 1.1 * len(blob), (rec.reducer, len(stored[rec.offset]))
+            # and stored once (LZ4 has no entropy stage: base64 stays its own size, plus the
+            # record's other fields and the row around the payload, ~900 bytes; twice would be
+            # 10,000 more). With a random blob, LZ4's literal runs moved the size by ~150 bytes
+            # from run to run, past a bound of 1.1x the blob once in CI.
+            assert len(stored[rec.offset]) < len(blob) + 1_500, (rec.reducer, len(stored[rec.offset]))
             assert commitlog.decode(stored[rec.offset]) == rec
     finally:
         db.close()
