@@ -95,14 +95,18 @@ class Calls:
     def procedure(self, job: Job) -> Future[Any] | None:
         """What every way in checks first: a reducer calling back in is refused, and a
         procedure's call goes to the procedures' pool (its future); None: a job for the writer."""
-        if self.writer.running_here():
-            raise CallError("a reducer cannot call db.call(); call the other reducer function directly")
-        if isinstance(job, CallJob) and job.reducer_def is not None and job.reducer_def.procedure:
+        self._refuse_reentry()
+        if _is_procedure(job):
+            assert isinstance(job, CallJob) and job.reducer_def is not None
             pool = self._procedure_pool()
             return pool.submit(  # type: ignore[no-any-return]
                 job.reducer_def, job.args, sender=job.sender, connection_id=job.connection_id, args_bytes=job.args_bytes
             )
         return None
+
+    def _refuse_reentry(self) -> None:
+        if self.writer.running_here():
+            raise CallError("a reducer cannot call db.call(); call the other reducer function directly")
 
     def submit(self, job: Job) -> Future[Any]:
         return self.procedure(job) or self.writer.submit(job)
@@ -119,10 +123,9 @@ class Calls:
         """As `run` for jobs meant to share commits (`call_many`): run here when the writer is
         idle, `MAX_BATCH` to a batch, each batch one commit, else queued together. A list with a
         procedure's call in it goes job by job (`queue`)."""
-        if any(isinstance(job, CallJob) and job.reducer_def is not None and job.reducer_def.procedure for job in jobs):
+        if any(_is_procedure(job) for job in jobs):
             return [self.queue(job) for job in jobs]
-        if self.writer.running_here():
-            raise CallError("a reducer cannot call db.call(); call the other reducer function directly")
+        self._refuse_reentry()
         outcomes: list[Future[Any] | Waiter | Done] = []
         for start in range(0, len(jobs), MAX_BATCH):
             outcomes.extend(self.writer.run_many(jobs[start : start + MAX_BATCH]))
@@ -131,6 +134,11 @@ class Calls:
     def call(self, name: str, args: tuple[Any, ...], sender: Identity, connection_id: ConnectionId | None) -> Any:
         """`Database.call`: the job, run here or queued, and its result once committed."""
         return self.run(self.job(name, args, sender, connection_id)).result()
+
+
+def _is_procedure(job: Job) -> bool:
+    """Whether the job is a call of a procedure (it runs on the procedure pool, not the writer)."""
+    return isinstance(job, CallJob) and job.reducer_def is not None and job.reducer_def.procedure
 
 
 def _as_is(r: ReducerDef, args: tuple[Any, ...]) -> tuple[Any, ...] | None:

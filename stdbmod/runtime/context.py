@@ -89,7 +89,9 @@ class ContextFactory:
         self.module = module
         self.identity = identity
         self._writer_db: DbView | None = None  # see `context`
-        self._bound: TxView | None = None  # the transaction it is bound to (the writer reuses one)
+        # the transaction it is bound to (the writer reuses one): kept here, as reading the
+        # interpreted DbView's own costs an attribute lookup every call (compiled)
+        self._bound: TxView | None = None
 
     def dbview(self, view: TxView) -> DbView:
         """`db` over `view`: a read snapshot, or a transaction outside any reducer (replays)."""

@@ -2,7 +2,7 @@
 table handles (runtime/tables.py).
 
 Interpreted in the optional compiled build, where `TableHandle` is a native class: these answer
-unknown attributes (`__getattr__`, keeping what they made in their __dict__), which a class
+unknown attributes (`__getattr__`, keeping what they made as instance attributes), which a class
 derived from a native one can do only when it is not compiled itself.
 """
 
