@@ -73,6 +73,9 @@ class Core:
         # `_cache_serial` (set after a commit that changed something; see WriteTxn.serial)
         self._cache: RowCache = {}
         self._cache_serial: int | None = None
+        # the commit log's next offset after that batch: valid with the cache, it spares each
+        # batch a read of the log's last key
+        self._next_offset: int | None = None
         self._spent: list[int] = []  # a timed batch's job durations (hooks.on_batch)
         self._tx: Transaction | None = None  # every job's, reset for each (Transaction.reset)
 
@@ -112,11 +115,13 @@ class Core:
                     continue
                 return
             serial = outer.serial()
+            # the log's next offset, or None: read from the log when a job first has a record
+            offset: int | None = self._next_offset
             if serial is None or serial != self._cache_serial:
                 self._cache.clear()  # another writer may have changed what it holds
+                offset = None  # and appended to the log
             self._cache_serial = None  # until this batch commits
             try:
-                offset: int | None = None  # read from the log when a job first has a record to write
                 for job, _ in batch:
                     if lone:
                         try:
@@ -125,7 +130,7 @@ class Core:
                             # the lone call failed with its writes in `outer`: drop them all, and
                             # record the failure (log lines, follow-up) in a fresh transaction
                             outer.abort()
-                            serial = None
+                            serial = offset = None  # another process may write in between
                             outer = self.storage.begin_write()
                             ok, value, record, sched = self._failed(job, outer, failed.error, failed.logs, offset)
                     else:
@@ -150,6 +155,7 @@ class Core:
                     outer.commit()
                 if records and serial is not None:
                     self._cache_serial = serial + 1  # it changed something: LMDB moved one on
+                    self._next_offset = offset
                 break
             except TransientStorageError as e:
                 outer.abort()

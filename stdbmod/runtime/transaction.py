@@ -88,10 +88,25 @@ class Transaction(TxView):
         self.sequences: dict[str, int] = {}
         self.earliest_armed: int | None = None  # the earliest due time armed (the scheduler's wake-up)
         self.event_tables: dict[str, TableDef] = {}  # event tables written: their rows go before the commit
+        # per table, the last row read from storage (pk key, bytes or None): a reducer that
+        # found a row and then updates it reads it once (the update needs the old row's bytes)
+        self._seen: dict[str, tuple[bytes, bytes | None]] = {}
 
     @property
     def wtxn(self) -> WriteTxn:
         return self._stack[-1]  # type: ignore[no-any-return]
+
+    def get_row(self, table: TableDef, pk_key: bytes) -> bytes | None:
+        if table.cached:
+            return TxView.get_row(self, table, pk_key)
+        name = table.name
+        seen = self._seen.get(name)
+        if seen is not None and seen[0] == pk_key:
+            written = self.changes.get((name, pk_key))  # a write since the read is what holds
+            return seen[1] if written is None else written[1]
+        raw: bytes | None = self._stack[-1].get((_plans.get(id(table)) or _plan(table)).rows, pk_key)
+        self._seen[name] = (pk_key, raw)
+        return raw
 
     # --- rows and indexes ----------------------------------------------------------------------
 
@@ -221,8 +236,9 @@ class Transaction(TxView):
             self._stack.pop()
             child.abort()
             self.changes, self.sequences, self.earliest_armed = saved
+            self._seen.clear()  # it may hold rows read after a write the abort undid
             if self.cache is not None:
-                self.cache.clear()  # it may hold rows read after a write the abort undid
+                self.cache.clear()  # so may this
             raise
         else:
             self._stack.pop()

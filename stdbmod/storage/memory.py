@@ -51,6 +51,10 @@ class _MemWrite(_MemRead, WriteTxn):
         self._parent = parent
         self._copied: set[str] = set()
         self._done = False
+        self._serial = storage._serial
+
+    def serial(self) -> int | None:
+        return self._serial
 
     def _space(self, space: str) -> dict[bytes, bytes]:
         if space not in self._copied:
@@ -75,6 +79,7 @@ class _MemWrite(_MemRead, WriteTxn):
             self._parent._spaces = self._spaces
             self._parent._copied = set()  # the child's copies are shared now: copy again on write
         else:
+            self._storage._serial += 1  # every commit moves it on (LMDB's, only one that wrote)
             self._storage._spaces = self._spaces
             self._storage._writer.release()
 
@@ -95,6 +100,7 @@ class MemoryStorage(Storage):
     def __init__(self) -> None:
         self._spaces: _Spaces = {}
         self._writer = threading.Lock()
+        self._serial = 0  # the commits so far (WriteTxn.serial)
 
     def ensure_spaces(self, names: Iterable[str]) -> None:
         for name in names:

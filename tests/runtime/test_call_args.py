@@ -50,7 +50,16 @@ def test_unconverted_arguments_are_what_the_conversion_makes(r: ReducerDef, args
     converted = msgspec.structs.astuple(msgspec.convert(args, r.args_type))
     assert fast == converted
     assert [type(v) for v in fast] == [type(v) for v in converted]
-    assert encode_args("r", fast) == encode_args("r", converted)
+    assert _logged(fast) == _logged(converted)
+
+
+def _logged(args: tuple[Any, ...]) -> bytes | str:
+    """The bytes the log would hold, or the error (an int beyond msgpack's 64 bits is the
+    caller's error either way, and must read the same)."""
+    try:
+        return encode_args("r", args)
+    except ArgumentError as e:
+        return str(e)
 
 
 def test_the_common_calls_skip_the_conversion() -> None:
