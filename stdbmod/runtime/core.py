@@ -138,6 +138,8 @@ class Core:
                     if record is not None:
                         records.append(record)
                         offset = record.offset + 1
+                    elif job.skip_record and job.offset is not None:
+                        offset = None  # it appended a record of its own (a replayed procedure's)
                     if sched is not None and (armed is None or sched < armed):
                         armed = sched
                     outcomes.append((ok, value))

@@ -42,6 +42,7 @@ class _ApplyJob(Job):
         for table, value in self.record.sequences.items():
             tx.wtxn.put(spaces.SEQUENCES, table.encode(), encode_u64(value))
         commitlog.append(tx.wtxn, self.record)
+        self.offset = self.record.offset  # the writer reads the log's end again after it
         return None
 
 

@@ -170,3 +170,21 @@ def test_a_batch_after_a_commit_does_not_read_the_log_for_its_offset() -> None:
         assert offsets == list(range(len(offsets)))
     finally:
         db.close()
+
+
+def test_reexecuting_a_log_with_procedures_keeps_every_record(tmp_path: Path) -> None:
+    """A procedure's record is replayed as it is, appended by its job; the calls after it in the
+    same batch come after it in the log. (Before, the next call's record took its offset.)"""
+    from stdbmod.runtime import reexecute
+    from tests.runtime.procedure_module import mod
+
+    db = Database.create(tmp_path / "a", mod, owner=ALICE)
+    db.call("add", "x", sender=ALICE)
+    db.call("note_twice", "p", sender=ALICE)  # two transactions: two records
+    db.call("add", "y", sender=ALICE)
+    log = db.commit_log()
+    db.close()
+    copy = Database.create(tmp_path / "b", mod, owner=ALICE, run_init=False)
+    reexecute(copy, log)
+    assert [(r.offset, r.kind, r.reducer) for r in copy.commit_log()] == [(r.offset, r.kind, r.reducer) for r in log]
+    copy.close()
