@@ -49,15 +49,19 @@ class TxView:
         return self._stack[-1]  # type: ignore[no-any-return]
 
     def get_row(self, table: TableDef, pk_key: bytes) -> bytes | None:
-        if table.cached and self.cache is not None:
-            rows = self.cache.get(table.name)
-            if rows is None or len(rows) >= _CACHE_ROWS:
-                rows = self.cache[table.name] = {}
-            raw = rows.get(pk_key, _MISS)
-            if raw is _MISS:  # the space's name only on a miss: most reads of a cached table hit
-                raw = rows[pk_key] = self._stack[-1].get((_plans.get(id(table)) or _plan(table)).rows, pk_key)
-            return raw  # type: ignore[return-value]
-        return self._stack[-1].get((_plans.get(id(table)) or _plan(table)).rows, pk_key)  # type: ignore[no-any-return]
+        plan = _plans.get(id(table)) or _plan(table)
+        if plan.cached and self.cache is not None:
+            return self._cached_row(plan, self.cache, pk_key)
+        return self._stack[-1].get(plan.rows, pk_key)  # type: ignore[no-any-return]
+
+    def _cached_row(self, plan: _Plan, cache: RowCache, pk_key: bytes) -> bytes | None:
+        rows = cache.get(plan.name)
+        if rows is None or len(rows) >= _CACHE_ROWS:
+            rows = cache[plan.name] = {}
+        raw = rows.get(pk_key, _MISS)
+        if raw is _MISS:
+            raw = rows[pk_key] = self._stack[-1].get(plan.rows, pk_key)
+        return raw  # type: ignore[return-value]
 
     def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Any, row_new: Any) -> None:
         raise ReadOnlyError(f"table {table.name} is read-only here: writes happen inside reducers")
@@ -88,8 +92,9 @@ class Transaction(TxView):
         self.sequences: dict[str, int] = {}
         self.earliest_armed: int | None = None  # the earliest due time armed (the scheduler's wake-up)
         self.event_tables: dict[str, TableDef] = {}  # event tables written: their rows go before the commit
-        # per table, the last row read from storage (pk key, bytes or None): a reducer that
-        # found a row and then updates it reads it once (the update needs the old row's bytes)
+        # per table (its rows' space), the last row read from storage (pk key, bytes or None): a
+        # reducer that found a row and then updates it reads it once (the update needs the old
+        # row's bytes)
         self._seen: dict[str, tuple[bytes, bytes | None]] = {}
 
     @property
@@ -97,28 +102,28 @@ class Transaction(TxView):
         return self._stack[-1]  # type: ignore[no-any-return]
 
     def get_row(self, table: TableDef, pk_key: bytes) -> bytes | None:
-        if table.cached:
-            return TxView.get_row(self, table, pk_key)
-        name = table.name
-        seen = self._seen.get(name)
+        plan = _plans.get(id(table)) or _plan(table)
+        if plan.cached and self.cache is not None:
+            return self._cached_row(plan, self.cache, pk_key)
+        seen = self._seen.get(plan.rows)
         if seen is not None and seen[0] == pk_key:
-            written = self.changes.get((name, pk_key))  # a write since the read is what holds
+            written = self.changes.get((plan.name, pk_key))  # a write since the read is what holds
             return seen[1] if written is None else written[1]
-        raw: bytes | None = self._stack[-1].get((_plans.get(id(table)) or _plan(table)).rows, pk_key)
-        self._seen[name] = (pk_key, raw)
+        raw: bytes | None = self._stack[-1].get(plan.rows, pk_key)
+        self._seen[plan.rows] = (pk_key, raw)
         return raw
 
     # --- rows and indexes ----------------------------------------------------------------------
 
     def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Any, row_new: Any) -> None:
         """Replace the row at `pk_key` (old -> new; None = absent) and keep every index in step."""
-        if table.scheduled is not None and row_new is not None:
+        plan = _plans.get(id(table)) or _plan(table)
+        if plan.scheduled and row_new is not None:
             schedules.check_delay(table, row_new, self.timestamp)  # before any of the write
         txn = self.wtxn
-        plan = _plans.get(id(table)) or _plan(table)
-        if table.cached and self.cache is not None:
-            self.cache.pop(table.name, None)
-        change_key = (table.name, pk_key)
+        if plan.cached and self.cache is not None:
+            self.cache.pop(plan.name, None)
+        change_key = (plan.name, pk_key)
         first = self.changes.get(change_key)
         self.changes[change_key] = (old if first is None else first[0], new)
         if row_old is not None and row_new is not None:
@@ -185,9 +190,9 @@ class Transaction(TxView):
             txn.delete(plan.rows, pk_key)
         else:
             txn.put(plan.rows, pk_key, new)
-            if table.event:
+            if plan.event:
                 self.event_tables[table.name] = table
-        if table.scheduled is not None:
+        if plan.scheduled:
             due = schedules.on_row_write(txn, table, pk_key, row_new, self.timestamp)
             if due is not None:
                 self.note_armed(due)
@@ -253,10 +258,14 @@ class _Plan:
     the others. Inserts and deletes walk `dense` and `sparse` apart (the dense indexes, most of
     them, pay no check); `indexes` holds both, for updates."""
 
-    __slots__ = ("table", "rows", "indexes", "dense", "sparse", "positions", "updates")
+    __slots__ = ("table", "name", "cached", "scheduled", "event", "rows", "indexes", "dense", "sparse", "positions", "updates")
 
     def __init__(self, table: TableDef) -> None:
         self.table = table  # held, so its id (the cache's key) is never another table's
+        self.name = table.name  # the table's name and flag, read without an interpreted class's lookup
+        self.cached = table.cached
+        self.scheduled = table.scheduled is not None
+        self.event = table.event
         self.rows = spaces.rows(table.name)
         self.indexes = [
             (
