@@ -5,6 +5,7 @@ the next (Core). What each read returns must still be what a read of the storage
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -124,15 +125,20 @@ def test_a_failed_call_leaves_nothing_for_the_next(db: Database) -> None:
     db.close()
 
 
-def test_find_then_update_reads_the_row_once() -> None:
+@pytest.fixture
+def counted() -> Iterator[Database]:
+    """A database over CountingStorage holding item 1 (value 10), its counters at zero."""
     db = Database.create(CountingStorage(), m, owner=ALICE)
-    try:
-        db.call("add", 1, 10, sender=ALICE)
-        _Counting.gets.clear()
-        assert db.call("bump", 1, sender=ALICE) == (10, 11)
-        assert _Counting.gets["t/item"] == 1  # find; the update and the second find read none
-    finally:
-        db.close()
+    db.call("add", 1, 10, sender=ALICE)
+    _Counting.gets.clear()
+    _Counting.lasts.clear()
+    yield db
+    db.close()
+
+
+def test_find_then_update_reads_the_row_once(counted: Database) -> None:
+    assert counted.call("bump", 1, sender=ALICE) == (10, 11)
+    assert _Counting.gets["t/item"] == 1  # find; the update and the second find read none
 
 
 def test_the_log_offsets_follow_on_across_batches_and_failures(tmp_path: Path) -> None:
@@ -154,22 +160,16 @@ def test_the_log_offsets_follow_on_across_batches_and_failures(tmp_path: Path) -
     db.close()
 
 
-def test_a_batch_after_a_commit_does_not_read_the_log_for_its_offset() -> None:
-    db = Database.create(CountingStorage(), m, owner=ALICE)
-    try:
-        db.call("add", 1, 10, sender=ALICE)
-        _Counting.lasts.clear()
-        for _ in range(3):
-            db.call("bump", 1, sender=ALICE)
-        assert _Counting.lasts["log"] == 0
-        with pytest.raises(SenderError):
-            db.call("fail_after_read", 1, sender=ALICE)  # rolled back: the offset is read again
-        db.call("bump", 1, sender=ALICE)
-        assert _Counting.lasts["log"] == 1
-        offsets = [r.offset for r in db.commit_log()]
-        assert offsets == list(range(len(offsets)))
-    finally:
-        db.close()
+def test_a_batch_after_a_commit_does_not_read_the_log_for_its_offset(counted: Database) -> None:
+    for _ in range(3):
+        counted.call("bump", 1, sender=ALICE)
+    assert _Counting.lasts["log"] == 0
+    with pytest.raises(SenderError):
+        counted.call("fail_after_read", 1, sender=ALICE)  # rolled back: the offset is read again
+    counted.call("bump", 1, sender=ALICE)
+    assert _Counting.lasts["log"] == 1
+    offsets = [r.offset for r in counted.commit_log()]
+    assert offsets == list(range(len(offsets)))
 
 
 def test_reexecuting_a_log_with_procedures_keeps_every_record(tmp_path: Path) -> None:
