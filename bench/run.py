@@ -143,7 +143,7 @@ def run(sizes: Sizes, base_dir: str | None, only: list[str] | None, log: Callabl
             per_call.append(ours / (3 * s.overhead) * 1e6)
             return ours / raw
         over.samples = repeat(s.reps, one, base_dir)
-        over.note = f"stdbmod {sorted(per_call)[len(per_call) // 2]:.0f} us per call; raw replays the recorded puts/gets/scans"
+        over.note = f"stdbmod {sorted(per_call)[len(per_call) // 2]:.0f} us per call; raw replays the recorded operations; each side the fastest of 3"
     else:
         over.skipped = "not selected"
 
