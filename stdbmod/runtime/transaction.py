@@ -262,7 +262,7 @@ class _Plan:
 
     def __init__(self, table: TableDef) -> None:
         self.table = table  # held, so its id (the cache's key) is never another table's
-        self.name = table.name  # the table's name and flag, read without an interpreted class's lookup
+        self.name = table.name  # the table's name and flags, read without an interpreted class's lookup
         self.cached = table.cached
         self.scheduled = table.scheduled is not None
         self.event = table.event

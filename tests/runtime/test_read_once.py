@@ -50,12 +50,14 @@ def drop_and_find(ctx: ReducerContext, id: int) -> bool:
 
 
 @m.reducer
-def undone(ctx: ReducerContext, id: int) -> tuple[int, int]:
+def undone(ctx: ReducerContext, id: int, other: int) -> tuple[int, int]:
     """A write and a read of it inside a savepoint that rolls back: the read after it sees the
-    row as it was, though the last read from storage was of the undone write."""
+    row as it was, though the last read of the table from storage was of the undone write (the
+    read of `other` in between made it one)."""
     try:
         with ctx.savepoint():
             ctx.db.item.id.update(Item(id, 100))
+            ctx.db.item.id.find(other)
             inside = ctx.db.item.id.find(id)
             assert inside is not None
             raise SenderError("undo")
@@ -90,9 +92,8 @@ class CountingStorage(MemoryStorage):
     """Memory storage that counts its write transactions' gets and lasts, per space."""
 
     def begin_write(self) -> WriteTxn:
-        txn = super().begin_write()
-        txn.__class__ = _Counting
-        return txn
+        self._writer.acquire()  # as MemoryStorage.begin_write, with the counting transaction
+        return _Counting(self, None)
 
 
 @pytest.fixture
@@ -110,7 +111,8 @@ def test_a_read_after_an_update_sees_the_update(db: Database) -> None:
 
 def test_a_savepoint_undone_after_a_read_leaves_the_row_as_it_was(db: Database) -> None:
     db.call("add", 1, 10, sender=ALICE)
-    assert db.call("undone", 1, sender=ALICE) == (100, 10)
+    db.call("add", 2, 20, sender=ALICE)
+    assert db.call("undone", 1, 2, sender=ALICE) == (100, 10)
     with db.read() as r:
         row = r.db.item.id.find(1)
         assert row is not None and row.value == 10
