@@ -150,11 +150,13 @@ def _best_walk(table: TableDef, bounds: list[Bound]) -> tuple[IndexDef, Any, boo
                 rng = Range(lo, hi, lo_inc, hi_inc)
         if not eq and rng is None:
             continue
-        if ix.sparse and (eq[0] is None if eq else rng is None or rng.lo is ...):
-            # the walk could reach None, which a sparse index has no entries for: the filter
-            # would read every row for them, so this index serves no better than a scan. (No
-            # condition of SQL holds for NULL but IS NULL, which is never a bound.)
-            continue
+        if ix.sparse and eq and eq[0] is None:
+            continue  # only None: the rows a sparse index has no entries for (never SQL's: `= NULL` holds for none)
+        if ix.sparse and not eq and rng is not None and rng.lo is ...:
+            # A range open below would reach None, which a sparse index has no entries for (its
+            # filter would read every row for them). No condition of SQL but IS NULL, which is
+            # never a bound, holds for NULL: the walk starts just above it.
+            rng = Range(None, rng.hi, False, rng.hi_inclusive)
         whole = ix.unique and len(eq) == len(ix.positions)
         score = 1000 if whole else 2 * len(eq) + (1 if rng is not None else 0)
         if best is None or score > best[0]:
