@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import msgspec
 
-from .types import ConnectionId, Identity, TimeDuration, Timestamp, _new, _set_bytes, _set_micros
+from .special import NATIVE, ConnectionId, Identity, TimeDuration, Timestamp, _new, _set_bytes, _set_micros
 
 _I64_MIN: Final = -(1 << 63)
 _I64_MAX: Final = (1 << 63) - 1
@@ -58,10 +58,14 @@ def dec_hook(typ: type, obj: Any) -> Any:
     kind = type(obj)
     if kind is int:
         if (typ is Timestamp or typ is TimeDuration) and _I64_MIN <= obj <= _I64_MAX:
+            if NATIVE:  # special.py: native classes are built by their constructor, a C call
+                return Timestamp(obj) if typ is Timestamp else TimeDuration(obj)
             value = _new(typ)
             _set_micros(value, obj)
             return value
     elif kind is bytes and (typ is Identity or typ is ConnectionId) and len(obj) == typ.WIDTH:
+        if NATIVE:
+            return Identity(obj) if typ is Identity else ConnectionId(obj)
         raw = _new(typ)
         _set_bytes(raw, obj)
         return raw
@@ -77,7 +81,7 @@ def dec_hook(typ: type, obj: Any) -> Any:
         if isinstance(obj, (bytes, bytearray)):
             return typ(bytes(obj))
         if isinstance(obj, str):
-            return typ.from_hex(obj)
+            return Identity.from_hex(obj) if typ is Identity else ConnectionId.from_hex(obj)
         raise TypeError(f"expected a hex string for {typ.__name__}, got {type(obj).__name__}")
     if isinstance(obj, bool) or not isinstance(obj, (int, str)):
         raise TypeError(f"expected integer microseconds for {typ.__name__}, got {type(obj).__name__}")

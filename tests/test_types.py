@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import datetime as dt
+from importlib.machinery import EXTENSION_SUFFIXES
 
 import msgspec
 import pytest
 
-from stdbmod import codec
+from stdbmod import codec, special
+from stdbmod.runtime.clock import SystemClock
 from stdbmod.types import At, ConnectionId, Every, Identity, ScheduleAt, TimeDuration, Timestamp
 
 
@@ -35,6 +37,8 @@ def test_values_are_immutable_and_hashable() -> None:
     i = Identity.zero()
     with pytest.raises(AttributeError):
         i._b = b"x"
+    with pytest.raises(AttributeError):
+        Timestamp(1).micros = 2
     assert {i: 1}[Identity.zero()] == 1
     assert len({Timestamp(1), Timestamp(1), TimeDuration(1)}) == 2
 
@@ -50,7 +54,25 @@ def test_timestamp_arithmetic_and_parsing() -> None:
     with pytest.raises(ValueError):
         Timestamp(2**63)
     with pytest.raises(TypeError):
-        Timestamp(1.5)  # type: ignore[arg-type]
+        Timestamp(1.5)
+
+
+def test_the_unchecked_constructions_make_equal_values() -> None:
+    """The row decoder and the system clock build values without the constructor's checks
+    (special.NATIVE says how, interpreted or compiled): what they build is the same value, of the
+    same class, as the constructor's, and as immutable."""
+    stored = codec.msgpack_encoder.encode([Timestamp(-5), TimeDuration(7), Identity.from_claims("a", "b"), ConnectionId(bytes(range(16)))])
+    t, d, i, c = msgspec.msgpack.decode(stored, type=tuple[Timestamp, TimeDuration, Identity, ConnectionId], dec_hook=codec.dec_hook)
+    assert (type(t), type(d), type(i), type(c)) == (Timestamp, TimeDuration, Identity, ConnectionId)
+    assert (t, d, i, c) == (Timestamp(-5), TimeDuration(7), Identity.from_claims("a", "b"), ConnectionId(bytes(range(16))))
+    assert hash(t) == hash(Timestamp(-5)) and t < Timestamp(0) and t + d == Timestamp(2)
+    now = SystemClock().now()
+    assert type(now) is Timestamp and now.in_range() and now == Timestamp(now.micros)
+    for value in (t, now):
+        with pytest.raises(AttributeError):
+            value.micros = 0
+    # compiled, they are native classes (whose constructor is the fast way); interpreted, not
+    assert special.NATIVE == (special.__file__ or "").endswith(EXTENSION_SUFFIXES[0])
 
 
 def test_json_forms() -> None:

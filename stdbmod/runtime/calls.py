@@ -51,15 +51,17 @@ class Calls:
         raise NoSuchReducer(f"no such reducer: {name} (the module's reducers: {known})")
 
     def job(
-        self, name: str, args: tuple[Any, ...], sender: Identity, connection_id: ConnectionId | None,
+        self, name: str, args: tuple[Any, ...], sender: object, connection_id: object,
         decoded: Any = None, typed: bool = False,
     ) -> CallJob:  # fmt: skip
         """The job of a call. `args` as Python values are checked against the reducer's types
         (`decoded`: the JSON decoder did); `typed` ones are taken as they are (`submit_typed`)
         when they hold every parameter. Either way they are encoded here once, for the commit log
         (a MessagePack array in parameter order: the bytes `r.args_type` encodes to), and handed
-        to the reducer as a tuple (a typed spread reducer's Struct: as it is)."""
-        r = self.reducer(name, sender)
+        to the reducer as a tuple (a typed spread reducer's Struct: as it is). `sender` and
+        `connection_id` are the caller's, checked here (typed `object`: compiled, a parameter
+        typed Identity would refuse anything else with a TypeError of its own)."""
+        r = self.reducer(name, sender if isinstance(sender, Identity) else None)
         call_args = args
         if r.spread is not None and len(args) == 1 and type(args[0]) is r.spread:
             args = msgspec.structs.astuple(args[0])  # one instance of a spread reducer's Struct
@@ -80,6 +82,8 @@ class Calls:
                 args = call_args = msgspec.structs.astuple(decoded)
         if not isinstance(sender, Identity):
             raise ArgumentError("sender must be an Identity")
+        if connection_id is not None and not isinstance(connection_id, ConnectionId):
+            raise ArgumentError("connection_id must be a ConnectionId or None")
         return CallJob(
             kind="call",
             reducer=name,
@@ -131,7 +135,7 @@ class Calls:
             outcomes.extend(self.writer.run_many(jobs[start : start + MAX_BATCH]))
         return outcomes
 
-    def call(self, name: str, args: tuple[Any, ...], sender: Identity, connection_id: ConnectionId | None) -> Any:
+    def call(self, name: str, args: tuple[Any, ...], sender: object, connection_id: object) -> Any:
         """`Database.call`: the job, run here or queued, and its result once committed."""
         return self.run(self.job(name, args, sender, connection_id)).result()
 

@@ -184,8 +184,12 @@ def test_unknown_lifecycle_and_bad_sender(db: Database) -> None:
     for lifecycle in ("init", "hello"):  # SpacetimeDB's 400, not "no such reducer" (issue 21)
         with pytest.raises(LifecycleCall):
             db.call(lifecycle, sender=ALICE)
-    with pytest.raises(ArgumentError):
+    with pytest.raises(ArgumentError, match="sender must be an Identity"):
         db.call("add", "x", sender="alice")  # type: ignore[arg-type]
+    with pytest.raises(ArgumentError, match="connection_id must be a ConnectionId"):
+        db.call("add", "x", sender=ALICE, connection_id="c0ffee")  # type: ignore[arg-type]
+    with db.read() as v:
+        assert v.db.note.count() == 0  # neither ran
 
 
 def test_context_carries_sender_identity_connection_timestamp_and_rng(db: Database, clock: Any) -> None:
