@@ -234,6 +234,9 @@ class _LmdbWrite(_LmdbRead, WriteTxn):
     def serial(self) -> int | None:
         return int(self._txn.id())  # LMDB's transaction id: the last committed one's + 1
 
+    def announce(self, message: str) -> None:
+        """Nobody to tell: one process writes an LMDB database (the base's no-op, compiled)."""
+
     def child(self) -> WriteTxn:
         return _LmdbUndo(self, self)
 
