@@ -153,8 +153,6 @@ class _Micros:
         return (type(self), (self.micros,))
 
 
-
-
 class TimeDuration(_Micros):
     """A signed duration in microseconds."""
 
@@ -200,11 +198,11 @@ class Timestamp(_Micros):
     MAX_MICROS: ClassVar[int] = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z
 
     @classmethod
-    def checked(cls, micros: int) -> Timestamp:
+    def checked(cls, micros: object) -> Timestamp:
         """`Timestamp(micros)`, refused (InvalidValue) outside years 1 to 9999 UTC."""
         t = cls(micros)
-        if not cls.MIN_MICROS <= micros <= cls.MAX_MICROS:
-            raise InvalidValue(f"a time must fall in years 1 to 9999 (UTC); {t.isoformat()} ({micros} µs since the epoch) does not")
+        if not t.in_range():
+            raise InvalidValue(f"a time must fall in years 1 to 9999 (UTC); {t.isoformat()} ({t.micros} µs since the epoch) does not")
         return t
 
     def in_range(self) -> bool:
@@ -223,7 +221,7 @@ class Timestamp(_Micros):
         return cls.checked((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
 
     @classmethod
-    def parse(cls, text: str) -> Timestamp:
+    def parse(cls, text: object) -> Timestamp:
         """An RFC 3339 time (``2026-01-01T00:00:00Z``, ``2026-01-01t10:30:00.5+01:00``), and
         nothing else ISO 8601 allows: no date alone, basic or week format, hour alone, ``+0100``
         offset, comma decimals, nor a time without its offset (which UTC would only guess)."""

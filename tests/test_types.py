@@ -7,6 +7,7 @@ import msgspec
 import pytest
 
 from stdbmod import codec, special
+from stdbmod.errors import InvalidValue, WrongType
 from stdbmod.runtime.clock import SystemClock
 from stdbmod.types import At, ConnectionId, Every, Identity, ScheduleAt, TimeDuration, Timestamp
 
@@ -55,6 +56,14 @@ def test_timestamp_arithmetic_and_parsing() -> None:
         Timestamp(2**63)
     with pytest.raises(TypeError):
         Timestamp(1.5)
+    # the same errors compiled (where a parameter typed `str` or `int` would raise mypyc's own)
+    with pytest.raises(InvalidValue, match="not an RFC 3339 time"):
+        Timestamp.parse(5)
+    with pytest.raises(WrongType):
+        Timestamp.checked(1.5)
+    with pytest.raises(InvalidValue, match="years 1 to 9999"):
+        Timestamp.checked(Timestamp.MAX_MICROS + 1)
+    assert Timestamp.checked(7) == Timestamp(7)
 
 
 def test_the_unchecked_constructions_make_equal_values() -> None:
