@@ -8,8 +8,11 @@ The workload (a manual clock; the runtime's rng is seeded per call) has handlers
 failures and retries, a queue with limits, a paused queue, leases left to the sweep, retention,
 a history cap and a dead-letter bulk requeue. It prints digests of every call's answer (and the
 dead-letter groups, the task lists, the history, the queues), the commit log (scheduled records
-with their sender blanked: the database's identity is random), the state hash and the database
-log, and the integrity check's findings. Two trees whose lines are equal behaved the same.
+with their sender blanked: the database's identity is random), the state hash, the state hash
+with every row as a MessagePack map (`maps`: the rows' stored form before storage format 2, so
+it compares trees across that change, where `commitlog` and `state` differ by design), the
+database log, and the integrity check's findings. Two trees whose lines are equal behaved the
+same.
 
 Each tree's `stdbmod` is copied to one fixed path before it runs: the error fingerprints of
 failed handlers hash their tracebacks, and a traceback names the source file's path.
@@ -100,9 +103,26 @@ def workload() -> str:
     records = [msgspec.structs.replace(r, sender=b"") if r.kind == "scheduled" else r for r in db.commit_log()]
     log = hashlib.sha256(enc.encode(records)).hexdigest()
     dblog = hashlib.sha256(enc.encode(db.logs())).hexdigest()
-    line = f"answers {h.hexdigest()[:16]} commitlog {log[:16]} state {db.state_hash()[:16]} dblog {dblog[:16]} integrity {db.check_integrity()}"
+    state, maps = db.state_hash(), _maps_hash(db)
+    line = f"answers {h.hexdigest()[:16]} commitlog {log[:16]} state {state[:16]} maps {maps[:16]} dblog {dblog[:16]} integrity {db.check_integrity()}"
     db.close()
     return line
+
+
+def _maps_hash(db: Any) -> str:
+    """The state hash with every row as a MessagePack map: what trees before rows were stored as
+    arrays (storage format 1) hashed, so this one compares across that change, where the commit
+    log's digest and `state` (rows as arrays) cannot."""
+    import inspect
+
+    from stdbmod.runtime.logtrim import state_hash_of
+
+    if "form" not in inspect.signature(state_hash_of).parameters:
+        return str(db.state_hash())  # a tree from before arrays: its rows and its hash are maps
+    from stdbmod.rowformat import MAP
+
+    with db.storage.begin_read() as r:
+        return state_hash_of(r, db.module.tables, MAP)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover - only without mypy installed
 
 
 # The hot path of a reducer call: its way in (calls), the job, the writer and its batch, the
-# clock, the transaction's reads and writes with index maintenance, key encodings, the context,
+# clock, the transaction's reads and writes with index maintenance, key encodings, rows' stored form, the context,
 # the commit log's encoding, the LMDB storage, schedule rows, and the retry module's transition
 # helpers, and the special value types (Timestamp, Identity: native classes, so a time's
 # arithmetic, comparisons and construction are C calls; -4.2% instructions a lifecycle call).
@@ -37,6 +37,7 @@ HOT = (
     "special",
     "keys",
     "codec",
+    "rowformat",
     "runtime/transaction",
     "runtime/core",
     "runtime/writer",

@@ -23,6 +23,7 @@ import msgspec
 
 from . import codec, keys
 from .errors import SchemaError
+from .rowformat import RowFormat
 from .types import ConnectionId, Identity, TimeDuration, Timestamp
 
 # --- column markers --------------------------------------------------------------------------------
@@ -155,10 +156,10 @@ class TableDef:
     # read far more often than written (roles, settings): the writer keeps the rows its reducers
     # read by key between calls (runtime/transaction.py, `RowCache`); not part of the stored schema
     cached: bool = False
-    decoder: msgspec.msgpack.Decoder[Any] = field(init=False, repr=False)
+    row_format: RowFormat = field(init=False, repr=False)  # the rows' stored bytes
 
     def __post_init__(self) -> None:
-        self.decoder = codec.msgpack_decoder(self.row_type)
+        self.row_format = RowFormat(self.row_type)
         by_name = {c.name: c.position for c in self.columns}
         self.columns_by_name = by_name
         for ix in self.indexes.values():

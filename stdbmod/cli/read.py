@@ -129,7 +129,7 @@ def _decoded_rows(db: Database, table: str, raws: list[bytes]) -> list[Any]:
     out: list[Any] = []
     for raw in raws:
         try:
-            out.append(codec.to_builtins(t.decoder.decode(raw)) if t else raw.hex())
+            out.append(codec.to_builtins(t.row_format.decode(raw)) if t else raw.hex())
         except msgspec.DecodeError:
             out.append(raw.hex())
     return out

@@ -23,7 +23,7 @@ from ..errors import StorageError
 from ..local import place
 from ..local.datadir import module_for, open_database
 from ..runtime import CommitRecord, Database, apply_changes, commitlog, spaces, undo_changes
-from ..runtime.logtrim import Checkpoint, checkpoint_of
+from ..runtime.logtrim import Checkpoint, checkpoint_of, state_hash_of
 from ..storage import LmdbStorage
 from .options import FailedError, data_option, json_option, module_option
 from .render import console, print_json, print_record, progress
@@ -98,13 +98,19 @@ def undo_check(db: Database, report: VerifyReport) -> None:
                 report.checkpoint = checkpoint_of(r)
                 end = commitlog.next_offset(r)
             assert report.checkpoint is not None
-            report.live_hash = copy.state_hash()
+            form = report.checkpoint.form  # a checkpoint taken before rows were arrays hashed maps
+            report.live_hash = _state_hash(copy, form)
             with progress() as bar:
                 task = bar.add_task("undoing the commit log", total=end - report.checkpoint.offset)
                 report.records = undo_changes(copy, _counted(_newest_first(copy, report.checkpoint.offset, end), lambda: bar.advance(task)))
-            report.replay_hash = copy.state_hash()
+            report.replay_hash = _state_hash(copy, form)
         finally:
             copy.close()
+
+
+def _state_hash(db: Database, form: int) -> str:
+    with db.storage.begin_read() as r:
+        return state_hash_of(r, db.module.tables, form)
 
 
 def _newest_first(db: Database, start: int, end: int, chunk: int = 1000) -> Iterator[CommitRecord]:

@@ -62,7 +62,7 @@ class Feed:
         someone else is kept and still called."""
         hooks = db.hooks
         self._db = db
-        self._decoder = db.module.tables["task"].decoder if has_tasks(db) else None
+        self._decoder = db.module.tables["task"].row_format if has_tasks(db) else None
         earlier = hooks.on_commit
         if earlier is None:
             hooks.on_commit = self._records.append

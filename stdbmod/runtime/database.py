@@ -27,6 +27,7 @@ from ..errors import (
     CallError,
     DatabaseClosed,
     DatabaseNotFound,
+    SchemaMismatch,
     StdbError,
     StorageError,
 )
@@ -51,7 +52,9 @@ from .schema_check import check_compatible
 from .transaction import TxView
 from .writer import MAX_BATCH, Done, Waiter, Writer
 
-FORMAT_VERSION = 1
+# 2: rows are MessagePack arrays (rowformat.py); a database of format 1 holds maps, which this
+# version reads as they are. A database of a newer format than this version writes is refused.
+FORMAT_VERSION = 2
 MAX_PASS = MAX_BATCH  # schedule rows fired per pass: one writer batch, one commit
 NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
@@ -215,11 +218,15 @@ class Database:
             if raw is None:
                 raise DatabaseNotFound("no database there (publish one first)")
             meta = _meta_decoder.decode(raw)
+            if meta.format > FORMAT_VERSION:
+                raise SchemaMismatch(
+                    f"the database is of storage format {meta.format}, newer than this version of stdbmod reads ({FORMAT_VERSION}): upgrade stdbmod"
+                )
             new_schema = module.describe()
             index_changes = check_compatible(meta.schema, new_schema)
             storage.ensure_spaces(_spaces_of(module))
-            if new_schema != meta.schema:
-                meta = msgspec.structs.replace(meta, schema=new_schema)
+            if new_schema != meta.schema or meta.format != FORMAT_VERSION:
+                meta = msgspec.structs.replace(meta, schema=new_schema, format=FORMAT_VERSION)
                 if not storage.readonly:
                     _store_schema(storage, module, meta, index_changes)
                 elif index_changes:

@@ -39,7 +39,7 @@ def _check_table(txn: ReadTxn, t: TableDef, scheduled_rows: set[bytes]) -> list[
     max_pk = 0
     for pk_key, raw in txn.scan(spaces.rows(t.name)):
         try:
-            vals = msgspec.structs.astuple(t.decoder.decode(raw))
+            vals = t.row_format.values(raw)
         except msgspec.DecodeError as e:
             problems.append(f"{t.name}: row {pk_key.hex()} does not decode: {e}")
             continue

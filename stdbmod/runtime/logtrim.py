@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import blake3
@@ -33,6 +33,8 @@ import msgspec
 
 from ..errors import DatabaseClosed, StdbError
 from ..keys import decode_u64, encode_u64
+from ..rowformat import ARRAY, MAP
+from ..schema import TableDef
 from ..storage import ReadTxn
 from ..types import Identity
 from . import commitlog, spaces
@@ -54,18 +56,24 @@ DEFAULT_LOG_KEEP = 100_000  # records a server keeps (`stdbmod serve --log-keep`
 class Checkpoint(msgspec.Struct, array_like=True, frozen=True):
     offset: int  # the first record kept; `state_hash` is of the state before it
     state_hash: str
+    # the rows' form the hash took (rowformat.py); checkpoints taken before rows were stored as
+    # arrays decode without it and hashed maps
+    form: int = MAP
 
 
 _checkpoints = msgspec.msgpack.Decoder(list[Checkpoint])
 _checkpoint = msgspec.msgpack.Decoder(Checkpoint)
 
 
-def state_hash_of(txn: ReadTxn, tables: Iterable[str]) -> str:
-    """`Database.state_hash`'s formula over one snapshot: every row of every table."""
+def state_hash_of(txn: ReadTxn, tables: Mapping[str, TableDef], form: int = ARRAY) -> str:
+    """`Database.state_hash`'s formula over one snapshot: every row of every table, each in
+    `form` whatever form it is stored in (an upgraded database holds both)."""
     h = blake3.blake3()
     for name in sorted(tables):
+        rows = tables[name].row_format
         h.update(name.encode() + b"\x00")
-        for key, value in txn.scan(spaces.rows(name)):
+        for key, stored in txn.scan(spaces.rows(name)):
+            value = rows.hashed(stored, form)
             h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
     return h.hexdigest()
 
@@ -113,7 +121,7 @@ def truncate(db: Database, keep: int) -> Checkpoint | None:
         end = commitlog.next_offset(r)
         taken = _candidates(r)
         newest = taken[-1].offset if taken else log_start(r)
-        now = Checkpoint(end, state_hash_of(r, db.module.tables)) if end - newest >= max(1, keep // 2) else None
+        now = Checkpoint(end, state_hash_of(r, db.module.tables), ARRAY) if end - newest >= max(1, keep // 2) else None
     limit = end - keep
     hub = getattr(db, "_hub", None)
     if hub is not None:

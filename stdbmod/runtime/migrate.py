@@ -16,8 +16,6 @@ from __future__ import annotations
 import logging
 import time
 
-import msgspec
-
 from ..errors import SchemaMismatch
 from ..keys import MAX_KEY_SIZE
 from ..module import Module
@@ -48,7 +46,7 @@ def _build(txn: WriteTxn, module: Module, table: str, name: str) -> int:
     rows = 0
     for pk_key, raw in txn.scan(spaces.rows(table)):
         rows += 1
-        vals = msgspec.structs.astuple(t.decoder.decode(raw))
+        vals = t.row_format.values(raw)
         if ix.leaves_out(vals):
             continue  # no entry for a None (Index(sparse=True))
         value = ix.values(vals)

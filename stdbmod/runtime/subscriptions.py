@@ -494,7 +494,7 @@ class Hub:
             t = tables.get(c.table)
             if t is None or not self._by_table.get(c.table):
                 continue
-            out[c.table] = ([_astuple(t.decoder.decode(r)) for r in c.deletes], [_astuple(t.decoder.decode(r)) for r in c.inserts])
+            out[c.table] = ([t.row_format.values(r) for r in c.deletes], [t.row_format.values(r) for r in c.inserts])
         return out
 
     def _settle(self, tracked: _Tracked) -> None:

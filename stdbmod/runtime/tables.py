@@ -16,7 +16,6 @@ from typing import Any, Final, Generic, TypeVar
 import msgspec
 
 from .._mypyc import mypyc_attr
-from ..codec import msgpack_encoder
 from ..errors import ConstraintViolation, InvalidValue, KeyTooLarge, RowNotFound, UniqueConstraintViolation, WrongType
 from ..keys import MAX_KEY_SIZE, encode_key, encode_value, prefix_end
 from ..schema import IndexDef, TableDef
@@ -85,7 +84,7 @@ class TableHandle(Generic[R]):
         return self._t
 
     def _decode(self, raw: bytes) -> R:
-        row: R = self._t.decoder.decode(raw)
+        row: R = self._t.row_format.decode(raw)
         self._last_raw, self._last_vals = raw, _astuple(row)
         return row
 
@@ -93,7 +92,7 @@ class TableHandle(Generic[R]):
         """The column values of a stored row."""
         if raw == self._last_raw:
             return self._last_vals
-        return _astuple(self._t.decoder.decode(raw))
+        return self._t.row_format.values(raw)
 
     def _row_at(self, pk_key: bytes) -> R | None:
         raw = self._view.get_row(self._t, pk_key)
@@ -135,10 +134,10 @@ class TableHandle(Generic[R]):
         pk_key = encode_value(pk)
         if len(pk_key) > MAX_KEY_SIZE:
             raise KeyTooLarge(f"{t.name}.{t.primary_key}: the key is too long")
-        new = msgpack_encoder.encode(row)
+        new = t.row_format.encode(vals)
         old = self._view.get_row(t, pk_key)
         if old is not None:
-            if old == new:
+            if t.row_format.same(old, new):
                 return row
             raise UniqueConstraintViolation(t.name, t.primary_key or "", pk)
         self._check_unique(vals, None)
@@ -151,7 +150,7 @@ class TableHandle(Generic[R]):
         if self._view.get_row(self._t, key) is not None:
             return row  # an equal row is there: a no-op, as SpacetimeDB's set semantics
         self._check_unique(vals, None)
-        self._view.write_row(self._t, key, None, msgpack_encoder.encode(row), None, vals)
+        self._view.write_row(self._t, key, None, self._t.row_format.encode(vals), None, vals)
         return row
 
     def _check_unique(self, vals: tuple[Any, ...], old_vals: tuple[Any, ...] | None) -> None:
@@ -167,7 +166,7 @@ class TableHandle(Generic[R]):
         old_vals = self._vals_of(old_raw)
         vals = _astuple(row)
         self._check_unique(vals, old_vals)
-        self._view.write_row(self._t, pk_key, old_raw, msgpack_encoder.encode(row), old_vals, vals)
+        self._view.write_row(self._t, pk_key, old_raw, self._t.row_format.encode(vals), old_vals, vals)
         return row
 
     def _delete_at(self, pk_key: bytes) -> bool:
@@ -181,9 +180,10 @@ class TableHandle(Generic[R]):
         """Delete the stored row equal to `row` (every column); whether there was one. A row
         with the same primary key and other values elsewhere is left alone (SpacetimeDB)."""
         self._check_type(row)
-        pk_key = self._t.row_key(_astuple(row))
+        vals = _astuple(row)
+        pk_key = self._t.row_key(vals)
         old = self._view.get_row(self._t, pk_key)
-        if old is None or old != msgpack_encoder.encode(row):
+        if old is None or not self._t.row_format.same(old, self._t.row_format.encode(vals)):
             return False
         self._view.write_row(self._t, pk_key, old, None, self._vals_of(old), None)
         return True

@@ -12,8 +12,6 @@ import operator
 from collections.abc import Iterator
 from typing import Any, Final
 
-import msgspec
-
 from ..errors import AutoIncOverflow, KeyTooLarge, ReadOnlyError
 from ..keys import FAST_ENCODERS, MAX_KEY_SIZE, decode_u64, encode_u64, encode_value
 from ..schema import TableDef
@@ -224,7 +222,7 @@ class Transaction(TxView):
         for name, table in sorted(self.event_tables.items()):
             for (tname, pk_key), (_, after) in list(self.changes.items()):
                 if tname == name and after is not None:
-                    self.write_row(table, pk_key, after, None, msgspec.structs.astuple(table.decoder.decode(after)), None)
+                    self.write_row(table, pk_key, after, None, table.row_format.values(after), None)
         self.event_tables.clear()
 
     # --- savepoints ----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from stdbmod import Database, codec
+from stdbmod import Database
 from stdbmod.retry import Task, TaskStatus, create_retry_module
 
 from .jobs import Jobs, fresh_queue
@@ -25,7 +25,7 @@ from .servers import Roles, Server, call, env, new_identity, start_server
 
 WORKERS = 4
 CLAIMER = Path(__file__).with_name("queue_claimer.py")
-_task = codec.msgpack_decoder(Task)
+_task = create_retry_module().module.tables["task"].row_format  # a row image, either stored form
 
 
 @pytest.fixture

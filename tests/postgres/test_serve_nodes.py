@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 
+from stdbmod.retry import create_retry_module
 from stdbmod.runtime import commitlog
 from stdbmod.storage.postgres import PostgresStorage
 from stdbmod.storage.postgres.sql import lock_key
@@ -64,10 +64,13 @@ def log_records(url: str, schema: str) -> list[commitlog.CommitRecord]:
         s.close()
 
 
+_tasks = create_retry_module().module.tables["task"].row_format  # a row image of the commit log
+
+
 def task_of(record: commitlog.CommitRecord) -> int | None:
     for change in record.changes:
         if change.table == "task" and change.inserts:
-            return int(msgspec.msgpack.decode(change.inserts[0])["id"])
+            return int(_tasks.decode(change.inserts[0]).id)
     return None
 
 

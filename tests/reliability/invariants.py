@@ -75,7 +75,7 @@ class TransitionChecker:
         self.reruns = 0  # attempts that started after an earlier one of the same task
 
     def feed(self, db: Database) -> list[str]:
-        return self.feed_records(db.iter_commit_log(self.offset), db.module.tables["task"].decoder.decode)
+        return self.feed_records(db.iter_commit_log(self.offset), db.module.tables["task"].row_format.decode)
 
     def feed_records(self, records: Iterable[Any], decode: Callable[[bytes], Any]) -> list[str]:
         for rec in records:

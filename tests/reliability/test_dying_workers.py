@@ -214,11 +214,11 @@ def test_the_transition_checker_sees_a_lease_overlap(world: World) -> None:
     records = world.db.commit_log()
     rec = records[-1]
     table = world.db.module.tables["task"]
-    row = next(table.decoder.decode(raw) for c in rec.changes if c.table == "task" for raw in c.inserts)
+    row = next(table.row_format.decode(raw) for c in rec.changes if c.table == "task" for raw in c.inserts)
     stolen = msgspec.structs.replace(row, attempts=2, lease_holder=world.identities["w2"])
     change = msgspec.structs.replace(rec.changes[0], table="task", inserts=[msgpack_encoder.encode(stolen)])
     forged = msgspec.structs.replace(rec, offset=rec.offset + 1, changes=[change])
     checker = TransitionChecker()
-    problems = checker.feed_records([*records, forged], table.decoder.decode)
+    problems = checker.feed_records([*records, forged], table.row_format.decode)
     assert any("lease overlap" in p for p in problems), problems
     assert task == row.id

@@ -8,16 +8,24 @@ from typing import Any
 
 from stdbmod import Database, ManualClock, TimeDuration
 from stdbmod.retry import RetryModule
+from stdbmod.rowformat import RowFormat
 from tests.retry.support import ADMIN, WORKER
 
 
-class CountingDecoder:
-    def __init__(self, inner: Any) -> None:
-        self.inner, self.count = inner, 0
+class CountingRows(RowFormat):
+    """The task table's row format, counting the rows it decodes."""
+
+    def __init__(self, row_type: Any) -> None:
+        super().__init__(row_type)
+        self.count = 0
 
     def decode(self, raw: bytes) -> Any:
         self.count += 1
-        return self.inner.decode(raw)
+        return super().decode(raw)
+
+    def values(self, raw: bytes) -> tuple[Any, ...]:
+        self.count += 1
+        return super().values(raw)
 
 
 def _rows_read_by_claim(tmp_path: Path, rm: RetryModule, n: int) -> int:
@@ -33,13 +41,13 @@ def _rows_read_by_claim(tmp_path: Path, rm: RetryModule, n: int) -> int:
         db.call_many(calls)
         db.call_many([("claim", (), WORKER)] * (n // 2))  # some running
         table = rm.module.tables["task"]
-        counter = CountingDecoder(table.decoder)
-        table.decoder = counter  # type: ignore[assignment]
+        plain, counter = table.row_format, CountingRows(table.row_type)
+        table.row_format = counter
         try:
             got = db.call("claim", "q1", sender=WORKER)
             got_any = db.call("claim", sender=WORKER)
         finally:
-            table.decoder = counter.inner
+            table.row_format = plain
         assert got is not None and got.priority == 0 and got_any is not None
         return counter.count
     finally:

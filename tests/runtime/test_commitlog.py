@@ -39,7 +39,7 @@ def test_a_record_holds_the_call_and_its_net_changes(bank_db: Database, clock: M
     assert rec.sender == ALICE.to_bytes() and rec.connection_id is None and rec.timestamp == clock.now().micros
     assert bank_db.module.reducers["transfer"].msgpack_decoder.decode(rec.args).to_id == 2
     tables = {c.table: c for c in rec.changes}
-    decode = bank_db.module.tables["account"].decoder.decode
+    decode = bank_db.module.tables["account"].row_format.decode
     assert sorted(decode(r).balance for r in tables["account"].deletes) == [5, 100]
     assert sorted(decode(r).balance for r in tables["account"].inserts) == [35, 70]
     assert len(tables["transfer"].inserts) == 1 and tables["transfer"].deletes == []

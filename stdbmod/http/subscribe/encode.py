@@ -86,7 +86,7 @@ class Encoder:
                 return _json.encode(sats.encoder(r.args_type)(r.msgpack_decoder.decode(args))).decode()
             if kind in ("scheduled", "schedule_cleanup") and schedule_row is not None:
                 table = self.module.tables[schedule_row.split(b"\x00", 1)[0].decode()]
-                return _json.encode([self._rows[table.name].values(_astuple(table.decoder.decode(args)))]).decode()
+                return _json.encode([self._rows[table.name].values(table.row_format.values(args))]).decode()
             if kind == "sql":
                 return _json.encode([msgspec.msgpack.decode(args, type=str)]).decode()
         except (KeyError, msgspec.DecodeError, UnicodeDecodeError):
