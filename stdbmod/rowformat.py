@@ -19,7 +19,6 @@ what a reducer reads is of the row type it declared, whatever the stored form.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, Final
 
 import msgspec
@@ -56,8 +55,8 @@ class RowFormat:
             kw_only=True,  # a kw_only row type may declare a required field after an optional one
         )
         self._arrays = codec.msgpack_decoder(twin)
-        params = inspect.signature(row_type).parameters.values()
-        self._positional = all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
+        # msgspec's __match_args__ names the fields its constructor takes by position
+        self._positional = len(getattr(row_type, "__match_args__", ())) == len(fields)
 
     def encode(self, values: tuple[Any, ...]) -> bytes:
         """A row's stored bytes from its column values (`msgspec.structs.astuple(row)`)."""
