@@ -233,6 +233,11 @@ def build_table(
     tname = name or snake_case(row_type.__name__)
     if not tname.isidentifier():
         raise SchemaError(f"table name {tname!r} is not an identifier")
+    config = row_type.__struct_config__
+    if config.array_like and config.tag is not None:
+        # stored rows are arrays of the column values (rowformat.py); such a type's own arrays
+        # began with its tag, which a stored row of an earlier version could not be told from
+        raise SchemaError(f"table {tname}: a row type may not be a tagged array_like Struct")
     hints = typing.get_type_hints(row_type, include_extras=True)
     fields = msgspec.structs.fields(row_type)
     columns: list[ColumnDef] = []

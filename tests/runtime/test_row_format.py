@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from stdbmod import Database, Identity, Module, PrimaryKey, ReducerContext, Timestamp
 from stdbmod.cli import cli
 from stdbmod.codec import msgpack_encoder
-from stdbmod.errors import SchemaMismatch
+from stdbmod.errors import SchemaError, SchemaMismatch
 from stdbmod.local.datadir import DataDirConfig, write_config
 from stdbmod.local.modspec import RETRY_SPEC, load_module
 from stdbmod.retry import NewTask
@@ -291,3 +291,23 @@ def test_a_database_of_a_newer_format_is_refused(tmp_path: Path) -> None:
     _set_format(tmp_path / "db", FORMAT_VERSION + 1)
     with pytest.raises(SchemaMismatch, match="storage format 3, newer than this version of stdbmod reads"):
         Database.open(tmp_path / "db", m, durable=False)
+
+
+def test_a_tagged_array_like_row_type_is_refused() -> None:
+    class Tagged(msgspec.Struct, tag=True, array_like=True):
+        id: Annotated[int, PrimaryKey()]
+
+    with pytest.raises(SchemaError, match="may not be a tagged array_like Struct"):
+        Module("tagged").table(Tagged)
+
+
+class TaggedMap(msgspec.Struct, tag=True):
+    id: Annotated[int, PrimaryKey()]
+    text: str = ""
+
+
+def test_a_tagged_row_type_stored_as_a_map_reads_back() -> None:
+    fmt = RowFormat(TaggedMap)
+    row = TaggedMap(1, "x")
+    assert msgspec.msgpack.decode(msgpack_encoder.encode(row))["type"] == "TaggedMap"  # its old map held the tag
+    assert fmt.decode(msgpack_encoder.encode(row)) == row == fmt.decode(fmt.encode(msgspec.structs.astuple(row)))
