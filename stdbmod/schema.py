@@ -51,12 +51,20 @@ class Index:
     `sparse=True`: a row whose indexed value is None (for several columns: whose first column is
     None) gets no entry, as PostgreSQL's partial index `WHERE col IS NOT NULL`; a column that is
     mostly None then costs a write nothing. Reads stay right: a `filter` that can match None
-    reads the table's rows instead (docs/modules.md, "Sparse indexes")."""
+    reads the table's rows instead (docs/modules.md, "Sparse indexes").
+
+    `only=(v1, v2, ...)`: a partial index, PostgreSQL's `WHERE col IN (v1, v2, ...)` on its first
+    column: a row gets an entry only while that column holds one of these values. A walk that
+    fixes the first column to one of them reads the index; any other reads the table's rows, so
+    answers stay those of a dense index (docs/modules.md, "Partial indexes")."""
 
     columns: tuple[str, ...] = ()
     sparse: bool = False
+    only: tuple[Any, ...] = ()
 
 
+_NONE_KEY = keys.encode_value(None)
+_NONE_END = keys.prefix_end(_NONE_KEY)
 _KEYABLE = (int, str, bytes, bool, float, Identity, ConnectionId, Timestamp, TimeDuration)
 
 ReducerKind = Literal["reducer", "init", "client_connected", "client_disconnected", "scheduled"]
@@ -122,20 +130,48 @@ class IndexDef:
     positions: tuple[int, ...] = ()
     # no entry for a row whose first indexed column is None (`Index(sparse=True)`)
     sparse: bool = False
+    # entries only for rows whose first indexed column holds one of these (`Index(only=...)`)
+    only: tuple[Any, ...] = ()
     # set with `positions`: the indexed values of a row tuple (a value for one column, else a
     # tuple), and the key encoder for that shape; write_row runs these for every index
     values: Any = field(default=None, init=False, repr=False, compare=False)
     encode: Any = field(default=None, init=False, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        self.partial = self.sparse or bool(self.only)  # some rows have no entry
+        self.kept = frozenset(self.only)  # membership of a row's value (of the column's type)
+        # a walk inside one of these key prefixes reads only rows that have entries
+        self._kept_keys = frozenset(keys.encode_value(v) for v in self.only)
+        self._kept_prefixes = [(k, keys.prefix_end(k)) for k in sorted(self._kept_keys)]
+
     def describe(self) -> dict[str, Any]:
         described: dict[str, Any] = {"columns": list(self.columns), "unique": self.unique}
         if self.sparse:  # only when set: the stored schemas of existing indexes stay as they were
             described["sparse"] = True
+        if self.only:
+            described["only"] = codec.to_builtins(list(self.only))
         return described
 
     def leaves_out(self, vals: tuple[Any, ...]) -> bool:
-        """Whether a row (its column values) has no entry in this index: a sparse one's None."""
+        """Whether a row (its column values) has no entry in this index: a sparse one's None, a
+        partial one's value outside `only`."""
+        if self.only:
+            return vals[self.positions[0]] not in self.kept
         return self.sparse and vals[self.positions[0]] is None
+
+    def holds(self, first: Any) -> bool:
+        """Whether rows whose first indexed column is `first` have entries (a walk fixing it to
+        `first` may read the index)."""
+        if self.only:
+            return keys.encode_value(first) in self._kept_keys
+        return not (self.sparse and first is None)
+
+    def may_leave_out(self, start: bytes, stop: bytes | None) -> bool:
+        """Whether index keys in [start, stop) may belong to rows this index has no entry for,
+        so that a walk of that range must read the table's rows instead."""
+        if self.only:
+            return not any(lo <= start and (hi is None or (stop is not None and stop <= hi)) for lo, hi in self._kept_prefixes)
+        return self.sparse and (_NONE_END is None or start < _NONE_END) and (stop is None or stop > _NONE_KEY)
 
     def locate(self, positions: tuple[int, ...]) -> None:
         self.positions = positions
@@ -218,6 +254,23 @@ def _pk_key(position: int) -> Callable[[tuple[Any, ...]], bytes]:
     return key
 
 
+def _only(tname: str, ix_name: str, first_type: Any, ix: Index) -> tuple[Any, ...]:
+    """A partial index's values, each as a value of its first column's type."""
+    if not ix.only:
+        return ()
+    if ix.sparse:
+        raise SchemaError(f"{tname}.{ix_name}: an index is sparse or partial (`only=`), not both (None is left out unless `only` names it)")
+    values = []
+    for v in ix.only:
+        try:
+            values.append(codec.convert(v, first_type))
+        except (msgspec.ValidationError, TypeError) as e:
+            raise SchemaError(f"{tname}.{ix_name}: only={v!r} is not a value of its first column ({e})") from None
+    if len({keys.encode_value(v) for v in values}) != len(values):
+        raise SchemaError(f"{tname}.{ix_name}: only= names a value twice")
+    return tuple(values)
+
+
 def build_table(
     row_type: type,
     *,
@@ -267,9 +320,10 @@ def build_table(
             elif isinstance(m, Index):
                 if m.columns:
                     raise SchemaError(f"{tname}.{f.name}: Index() on a column names no columns (it indexes that one)")
-                ixs[f.name] = IndexDef(f.name, (f.name,), unique=False, sparse=m.sparse)
+                ixs[f.name] = IndexDef(f.name, (f.name,), unique=False, sparse=m.sparse, only=_only(tname, f.name, base, m))
     for ix_name, spec in (indexes or {}).items():
         sparse = isinstance(spec, Index) and spec.sparse
+        only = spec.only if isinstance(spec, Index) else ()
         cols = tuple(spec.columns if isinstance(spec, Index) else spec)
         if not cols or not all(isinstance(c, str) for c in cols):
             raise SchemaError(f"index {tname}.{ix_name} must name its columns (a tuple of column names)")
@@ -281,7 +335,8 @@ def build_table(
                 raise SchemaError(f"{tname}.{c} cannot be part of index {ix_name}")
         if ix_name in ixs or ix_name == pk:
             raise SchemaError(f"table {tname} has two indexes named {ix_name}")
-        ixs[ix_name] = IndexDef(ix_name, cols, unique=False, sparse=sparse)
+        first_type = next(c.type for c in columns if c.name == cols[0])
+        ixs[ix_name] = IndexDef(ix_name, cols, unique=False, sparse=sparse, only=_only(tname, ix_name, first_type, Index(cols, sparse, only)))
     for ix in ixs.values():
         first = next(c for c in columns if c.name == ix.columns[0])
         if ix.sparse and not _optional(first.type):

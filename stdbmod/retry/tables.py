@@ -52,14 +52,18 @@ class Outcome(str, enum.Enum):
 # then queue, then priority (negated, so the btree's ascending order is highest first), then
 # run_after. Inside one priority the first row is the oldest due one; if it is in the future the
 # whole priority is, and the walk jumps to the next priority.
-TASK_INDEXES = {
+# by_claim_queue holds every status (the queue controls count a queue's running tasks in it, the
+# metrics every status per queue); by_claim serves the claim alone, which walks queued tasks
+# only: it is partial, so a claim deletes its entry and a completion does not touch it.
+TASK_INDEXES: dict[str, tuple[str, ...] | Index] = {
     "by_claim_queue": ("status", "in_module", "queue", "neg_priority", "run_after"),
-    "by_claim": ("status", "in_module", "neg_priority", "run_after"),
+    "by_claim": Index(("status", "in_module", "neg_priority", "run_after"), only=(TaskStatus.QUEUED,)),
     # When a task ended, or its lease ends: retention walks a finished status oldest finished
     # first (finished_at is set only there), the lease sweep walks running tasks by lease end
     # (finished_at is None while live, and only a running task holds a lease). One index for
-    # both, so a claim and a completion rewrite one entry for them, not two.
-    "by_end": ("status", "finished_at", "lease_expires_at"),
+    # both, so a claim and a completion rewrite one entry for them, not two. Partial: nothing
+    # walks it for queued tasks, so an enqueue writes no entry and a claim deletes none.
+    "by_end": Index(("status", "finished_at", "lease_expires_at"), only=(TaskStatus.RUNNING, TaskStatus.COMPLETED, TaskStatus.DEAD)),
 }
 # Indexes are only those some query walks (docs/architecture.md, "Decisions changed"): each costs
 # every enqueue an entry, and each led by `status` costs every claim and completion a rewrite.

@@ -150,8 +150,10 @@ def _best_walk(table: TableDef, bounds: list[Bound]) -> tuple[IndexDef, Any, boo
                 rng = Range(lo, hi, lo_inc, hi_inc)
         if not eq and rng is None:
             continue
-        if ix.sparse and eq and eq[0] is None:
-            continue  # only None: the rows a sparse index has no entries for (never SQL's: `= NULL` holds for none)
+        if eq and not ix.holds(eq[0]):
+            continue  # rows the index has no entries for (a sparse one's None: never SQL's, `= NULL` holds for none)
+        if ix.only and not eq:
+            continue  # a range of a partial index's first column reaches the values it leaves out
         if ix.sparse and not eq and rng is not None and rng.lo is ...:
             # A range open below would reach None, which a sparse index has no entries for (its
             # filter would read every row for them). No condition of SQL but IS NULL, which is

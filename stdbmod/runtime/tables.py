@@ -204,21 +204,10 @@ class TableHandle(Generic[R]):
             self._delete_at(k)
         return len(keys)
 
-_NONE_KEY: Final = encode_value(None)
-_NONE_END: Final = prefix_end(_NONE_KEY)
-
-
-def _reaches_none(start: bytes, stop: bytes | None) -> bool:
-    """Whether index keys in [start, stop) may begin with None: a filter whose first column is
-    None or a range holding None (an open low end, as None sorts first). A sparse index has no
-    such entries, so those filters read the rows instead."""
-    return (_NONE_END is None or start < _NONE_END) and (stop is None or stop > _NONE_KEY)
-
-
 class BTreeIndex(Generic[R]):
-    """A btree index on one or more columns: filter by value, prefix or range. A sparse one
-    (`Index(sparse=True)`) answers exactly as a dense one: a filter that may match rows it leaves
-    out (first column None) finds those by reading the table's rows, a scan."""
+    """A btree index on one or more columns: filter by value, prefix or range. A sparse or a
+    partial one (`Index(sparse=True)`, `Index(only=...)`) answers exactly as a dense one: a filter
+    that may match rows it leaves out finds those by reading the table's rows, a scan."""
 
     def __init__(self, handle: TableHandle[R], ix: IndexDef, primary: bool = False) -> None:
         self._h = handle
@@ -229,40 +218,35 @@ class BTreeIndex(Generic[R]):
         # A non-unique index's keys end with the row's primary key, so a spec may name one more
         # element than the index has columns: the primary key, or a Range of it (keyset pages).
         self._width = len(ix.columns) + (0 if primary or ix.unique else 1)
+        self._partial = ix.partial
 
     def _pk_keys(self, spec: Any, reverse: bool) -> Iterator[bytes]:
         start, stop = key_bounds(spec, self._width)
         txn = self._h._view.txn
-        if self._ix.sparse and _reaches_none(start, stop):
-            yield from self._with_nones(start, stop, reverse)
+        if self._partial and self._ix.may_leave_out(start, stop):
+            yield from self._with_left_out(start, stop, reverse)
             return
         for key, value in txn.scan(self._space, start, stop, reverse):
             yield key if self._primary else value
 
-    def _with_nones(self, start: bytes, stop: bytes | None, reverse: bool) -> Iterator[bytes]:
-        """The primary keys of a sparse index's entries in [start, stop) as a dense index would
-        have them: the stored entries, and the rows it leaves out (first column None), found by
-        reading every row. Their keys all start with None's tag, which sorts before every other
-        value's, so they come first (last when reversed) and the order is the dense index's."""
+    def _with_left_out(self, start: bytes, stop: bytes | None, reverse: bool) -> Iterator[bytes]:
+        """The primary keys in [start, stop) as a dense index would have them, in its order: the
+        stored entries, and the rows the index leaves out (a sparse one's None, a partial one's
+        other values), found by reading every row."""
         h = self._h
         ix = self._ix
-        left_out: list[tuple[bytes, bytes]] = []
+        found: list[tuple[bytes, bytes]] = []
         for pk_key, raw in h._view.txn.scan(spaces.rows(h._t.name)):
             vals = h._vals_of(raw)
             if ix.leaves_out(vals):
                 key = ix.encode(ix.values(vals)) + pk_key
                 if start <= key and (stop is None or key < stop):
-                    left_out.append((key, pk_key))
-        left_out.sort(reverse=reverse)
-        # loops, not chained generator expressions: the compiled build would make those lists
-        if not reverse:
-            for _, pk_key in left_out:
-                yield pk_key
-        for _, value in h._view.txn.scan(self._space, start, stop, reverse):
-            yield value
-        if reverse:
-            for _, pk_key in left_out:
-                yield pk_key
+                    found.append((key, pk_key))
+        for key, value in h._view.txn.scan(self._space, start, stop):
+            found.append((key, value))
+        found.sort(reverse=reverse)
+        for _, pk_key in found:
+            yield pk_key
 
     def filter(self, spec: Any, *, reverse: bool = False) -> Iterator[R]:
         """Rows whose indexed columns match `spec` (a value, a `Range`, or a tuple prefix whose
@@ -279,10 +263,10 @@ class BTreeIndex(Generic[R]):
 
     def count(self, spec: Any) -> int:
         """How many rows match `spec` (as `filter`), counted in the index without reading a row
-        (a sparse index asked for a range that holds None reads them: `_with_nones`)."""
+        (a sparse or partial index asked for rows it leaves out reads them: `_with_left_out`)."""
         start, stop = key_bounds(spec, self._width)
-        if self._ix.sparse and _reaches_none(start, stop):
-            return sum(1 for _ in self._with_nones(start, stop, False))
+        if self._partial and self._ix.may_leave_out(start, stop):
+            return sum(1 for _ in self._with_left_out(start, stop, False))
         return sum(1 for _ in self._h._view.txn.scan(self._space, start, stop))
 
     def delete(self, spec: Any) -> int:

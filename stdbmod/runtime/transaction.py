@@ -142,18 +142,18 @@ class Transaction(TxView):
                     v = row_new[p]
                     fast = _fast(type(v))
                     enc_new[p] = fast(v) if fast is not None else encode_value(v)
-                for ix_name, positions, unique, space, parts, sparse in affected[0]:
+                for ix_name, positions, unique, space, parts, sparse, kept in affected[0]:
                     if len(positions) == 1:
                         old_k, new_k = parts(enc_old), parts(enc_new)
                     else:
                         old_k, new_k = b"".join(parts(enc_old)), b"".join(parts(enc_new))
                     if old_k == new_k:
                         continue
-                    # a sparse index (sparse: its first column's position) has an entry only
-                    # while that column is not None: it comes and goes as the value does
-                    if sparse < 0 or row_old[sparse] is not None:
+                    # a sparse or partial index (sparse: its first column's position) has an
+                    # entry only while that column holds a value it keeps: it comes and goes
+                    if sparse < 0 or _kept(row_old, sparse, kept):
                         txn.delete(space, old_k if unique else old_k + pk_key)
-                    if sparse >= 0 and row_new[sparse] is None:
+                    if sparse >= 0 and not _kept(row_new, sparse, kept):
                         continue
                     key = new_k if unique else new_k + pk_key
                     if len(key) > MAX_KEY_SIZE:
@@ -164,11 +164,11 @@ class Transaction(TxView):
             for _, positions, unique, space, parts in plan.dense:
                 k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
                 txn.delete(space, k if unique else k + pk_key)
-            for _, positions, _, space, parts, sparse in plan.sparse:
-                if row_old[sparse] is not None:  # a None never had an entry
+            for _, positions, _, space, parts, sparse, kept in plan.sparse:
+                if _kept(row_old, sparse, kept):  # a row left out never had an entry
                     k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
                     txn.delete(space, k + pk_key)
-        else:  # an insert: every index gets an entry (a sparse one only for a value)
+        else:  # an insert: every index gets an entry (a sparse or partial one only for a value it keeps)
             enc = _encoded(row_new, plan.positions)
             for ix_name, positions, unique, space, parts in plan.dense:
                 k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
@@ -176,8 +176,8 @@ class Transaction(TxView):
                 if len(key) > MAX_KEY_SIZE:
                     raise KeyTooLarge(f"{table.name}.{ix_name}: the indexed value is too long for a key")
                 txn.put(space, key, pk_key)
-            for ix_name, positions, _, space, parts, sparse in plan.sparse:
-                if row_new[sparse] is None:
+            for ix_name, positions, _, space, parts, sparse, kept in plan.sparse:
+                if not _kept(row_new, sparse, kept):
                     continue
                 k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
                 key = k + pk_key
@@ -250,11 +250,12 @@ class Transaction(TxView):
 
 class _Plan:
     """What `write_row` needs of a table, made once: the names of its spaces, and per index
-    (name, column positions, unique, space, parts, sparse): `parts` takes a row's column
+    (name, column positions, unique, space, parts, sparse, kept): `parts` takes a row's column
     encodings (position -> bytes) to the key's one part, or to its parts in order; `sparse` is
-    the position of a sparse index's first column (a row with None there has no entry), -1 for
-    the others. Inserts and deletes walk `dense` and `sparse` apart (the dense indexes, most of
-    them, pay no check); `indexes` holds both, for updates."""
+    the position of a sparse or partial index's first column, -1 for the others, and `kept` the
+    values a partial index has entries for (None: a sparse one's, any but None; `_kept`).
+    Inserts and deletes walk `dense` and `sparse` apart (the dense indexes, most of them, pay no
+    check); `indexes` holds both, for updates."""
 
     __slots__ = ("table", "name", "cached", "scheduled", "event", "rows", "indexes", "dense", "sparse", "positions", "updates")
 
@@ -268,7 +269,7 @@ class _Plan:
         self.indexes = [
             (
                 ix.name, ix.positions, ix.unique, spaces.index(table.name, ix.name), operator.itemgetter(*ix.positions),
-                ix.positions[0] if ix.sparse else -1,
+                ix.positions[0] if ix.partial else -1, ix.kept if ix.only else None,
             )
             for ix in table.indexes.values()
         ]  # fmt: skip
@@ -293,6 +294,11 @@ _plans: Final[dict[int, _Plan]] = {}  # id(TableDef) -> its plan (TableDefs are 
 def _plan(table: TableDef) -> _Plan:
     plan = _plans[id(table)] = _Plan(table)
     return plan
+
+
+def _kept(row: tuple[Any, ...], position: int, kept: frozenset[Any] | None) -> bool:
+    """Whether a sparse (`kept` None) or partial index has an entry for the row."""
+    return row[position] is not None if kept is None else row[position] in kept
 
 
 def _encoded(row: tuple[Any, ...], positions: tuple[int, ...]) -> dict[int, bytes]:

@@ -1,9 +1,9 @@
 """A retry database made with the task table's previous indexes (one on run_after alone,
 (status, error_fingerprint) for the dead-letter groups, lease_expires_at alone for the lease
-sweep and (status, finished_at) for retention) opens with today's module: the indexes nothing
-walks any more are dropped with their entries, error_fingerprint and by_end are built from the
-rows, and claims, the lease sweep, retention, the dead-letter groups and a bulk requeue work on
-the old rows."""
+sweep, (status, finished_at) for retention, and by_claim over every status) opens with today's
+module: the indexes nothing walks any more are dropped with their entries, error_fingerprint and
+by_end are built from the rows, by_claim is rebuilt partial (queued tasks only), and claims, the
+lease sweep, retention, the dead-letter groups and a bulk requeue work on the old rows."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from stdbmod.storage import LmdbStorage
 from tests.retry.support import ADMIN, WORKER
 
 PREVIOUS_INDEXES = {
-    **{k: v for k, v in TASK_INDEXES.items() if k != "by_end"},
+    **{k: v for k, v in TASK_INDEXES.items() if k not in ("by_end", "by_claim")},
+    "by_claim": ("status", "in_module", "neg_priority", "run_after"),  # dense: every status
     "by_finished": ("status", "finished_at"),
     "by_fingerprint": ("status", "error_fingerprint"),
 }
@@ -95,7 +96,7 @@ def test_a_database_with_the_previous_task_indexes_opens_and_works(tmp_path: Pat
     old = Database.create(where, previous_module(), owner=ADMIN, clock=clock, durable=False)
     old.call("old_rows", sender=ADMIN)
     old.close()
-    assert [entries(where, ix) for ix in ("run_after", "by_fingerprint", "lease_expires_at", "by_finished")] == [8, 8, 8, 8]
+    assert [entries(where, ix) for ix in ("run_after", "by_fingerprint", "lease_expires_at", "by_finished", "by_claim")] == [8, 8, 8, 8, 8]
 
     db = Database.open(where, rm.module, clock=clock, durable=False)
     try:
@@ -126,7 +127,8 @@ def test_a_database_with_the_previous_task_indexes_opens_and_works(tmp_path: Pat
         assert db.check_integrity() == []
     finally:
         db.close()
-    after = [entries(where, ix) for ix in ("run_after", "by_fingerprint", "lease_expires_at", "by_finished", "error_fingerprint", "by_end")]
-    # error_fingerprint is sparse: entries only for the six tasks that have one (not 2, 8)
-    assert after == [0, 0, 0, 0, 6, 8]
+    after = [entries(where, ix) for ix in ("run_after", "by_fingerprint", "lease_expires_at", "by_finished", "error_fingerprint", "by_end", "by_claim")]
+    # error_fingerprint is sparse: entries only for the six tasks that have one (not 2, 8); by_end
+    # and by_claim are partial: the six tasks not queued (not 3, 5), and the two queued ones
+    assert after == [0, 0, 0, 0, 6, 6, 2]
     Database.open(where, rm.module, clock=clock, durable=False).close()  # and it opens again

@@ -1,7 +1,11 @@
 """The task table's mostly-None indexes (idempotency_key, unique_key, error_fingerprint) are
 sparse: a plain enqueue writes no entry in them; a key or a fingerprint writes one, and every
 walk of them (an idempotent enqueue, a unique enqueue, the dead-letter triage by fingerprint)
-answers as before. A database whose indexes were dense drops their None entries on open."""
+answers as before. A database whose indexes were dense drops their None entries on open.
+
+Two more are partial (`Index(only=...)`): by_claim holds queued tasks only (the claim's walk) and
+by_end every task but a queued one (the lease sweep's and retention's walks), so a claim deletes
+one entry where it rewrote two, and a completion leaves by_claim alone."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from stdbmod.runtime import spaces
 from tests.retry.support import ADMIN, WORKER
 
 SPARSE = ("idempotency_key", "unique_key", "error_fingerprint")
+PARTIAL = {"by_claim": (TaskStatus.QUEUED,), "by_end": (TaskStatus.RUNNING, TaskStatus.COMPLETED, TaskStatus.DEAD)}
 
 
 def entries(db: Database) -> dict[str, int]:
@@ -29,14 +34,29 @@ def entries(db: Database) -> dict[str, int]:
 def test_the_three_indexes_are_sparse_and_the_others_are_not(rm: RetryModule) -> None:
     indexes = rm.module.tables["task"].indexes
     assert sorted(n for n, ix in indexes.items() if ix.sparse) == sorted(SPARSE)
+    assert {n: ix.only for n, ix in indexes.items() if ix.only} == PARTIAL
 
 
-def test_a_plain_enqueue_writes_three_fewer_entries(db: Database) -> None:
+def test_a_plain_enqueue_writes_four_fewer_entries(db: Database) -> None:
     before = entries(db)
     db.call("enqueue", NewTask("job"), sender=WORKER)
     grown = {n: entries(db)[n] - before[n] for n in before}
-    assert grown == {n: 0 if n in SPARSE else 1 for n in before}
-    assert sum(grown.values()) == len(before) - 3
+    assert grown == {n: 0 if n in SPARSE or n == "by_end" else 1 for n in before}
+    assert sum(grown.values()) == len(before) - 4
+
+
+def test_a_claim_moves_the_task_from_by_claim_to_by_end_and_a_completion_keeps_it_there(db: Database) -> None:
+    db.call("enqueue", NewTask("job"), sender=WORKER)
+    queued = entries(db)
+    assert (queued["by_claim"], queued["by_end"]) == (1, 0)
+    task = db.call("claim", None, "w", sender=WORKER)
+    assert (entries(db)["by_claim"], entries(db)["by_end"]) == (0, 1)
+    db.call("complete", task.id, None, sender=WORKER)
+    assert (entries(db)["by_claim"], entries(db)["by_end"]) == (0, 1)
+    with db.read() as v:  # a walk for queued tasks reads the rows: none are queued
+        assert list(v.db.task.by_end.filter(TaskStatus.QUEUED)) == []
+        assert [t.id for t in v.db.task.by_claim.filter(TaskStatus.COMPLETED)] == [task.id]
+    assert db.check_integrity() == []
 
 
 def test_keys_and_fingerprints_have_entries_and_their_walks_answer_as_before(db: Database) -> None:
