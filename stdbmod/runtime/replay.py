@@ -14,7 +14,6 @@ from typing import Any
 import msgspec
 
 from ..errors import StdbError
-from ..keys import encode_u64
 from ..types import ConnectionId, Identity, Timestamp
 from . import commitlog, spaces
 from .commitlog import CommitRecord
@@ -40,7 +39,7 @@ class _ApplyJob(Job):
             for raw in change.inserts:
                 handle.insert(decode_row(handle, raw))
         for table, value in self.record.sequences.items():
-            tx.wtxn.put(spaces.SEQUENCES, table.encode(), encode_u64(value))
+            tx.set_sequence(table, value)
         commitlog.append(tx.wtxn, self.record)
         self.offset = self.record.offset  # the writer reads the log's end again after it
         return None

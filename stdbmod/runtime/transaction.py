@@ -26,6 +26,7 @@ _fast: Final = FAST_ENCODERS.get
 RowCache = dict[str, dict[bytes, bytes | None]]  # table -> stored key -> the row's bytes (None: absent)
 _CACHE_ROWS: Final = 4096  # rows kept per cached table at most (they are meant to be few)
 _MISS: Final = object()
+_SEQUENCES: Final = " sequences"  # the RowCache's entry for the auto_inc sequences (no table's name)
 
 
 class TxView:
@@ -195,21 +196,44 @@ class Transaction(TxView):
             if due is not None:
                 self.note_armed(due)
 
+    def _sequence(self, name: str) -> int:
+        """A sequence's last value, read once while the writer's cache holds: the
+        sequences ride in it like a cached table's rows (`_SEQUENCES`), so a call's insert
+        reads none from the storage when an earlier call of this writer wrote it."""
+        key = name.encode()
+        cache = self.cache
+        if cache is None:
+            raw = self.wtxn.get(spaces.SEQUENCES, key)
+            return decode_u64(raw) if raw else 0
+        known = cache.get(_SEQUENCES)
+        if known is None:
+            known = cache[_SEQUENCES] = {}
+        got = known.get(key, _MISS)
+        if got is _MISS:
+            got = known[key] = self.wtxn.get(spaces.SEQUENCES, key)
+        return decode_u64(got) if got else 0  # type: ignore[arg-type]
+
+    def set_sequence(self, name: str, value: int) -> None:
+        key = name.encode()
+        raw = encode_u64(value)
+        self.wtxn.put(spaces.SEQUENCES, key, raw)
+        self.sequences[name] = value
+        if self.cache is not None:
+            known = self.cache.get(_SEQUENCES)
+            if known is not None:
+                known[key] = raw
+
     def next_sequence(self, table: TableDef) -> int:
-        raw = self.wtxn.get(spaces.SEQUENCES, table.name.encode())
-        value = decode_u64(raw) + 1 if raw else 1
+        value = self._sequence(table.name) + 1
         if value > _SEQ_MAX:
             raise AutoIncOverflow(f"auto_inc sequence of {table.name} overflowed")
-        self.wtxn.put(spaces.SEQUENCES, table.name.encode(), encode_u64(value))
-        self.sequences[table.name] = value
+        self.set_sequence(table.name, value)
         return value
 
     def bump_sequence(self, table: TableDef, at_least: int) -> None:
         """Keep a sequence ahead of an explicitly inserted key, so auto_inc never collides with it."""
-        raw = self.wtxn.get(spaces.SEQUENCES, table.name.encode())
-        if (decode_u64(raw) if raw else 0) < at_least:
-            self.wtxn.put(spaces.SEQUENCES, table.name.encode(), encode_u64(at_least))
-            self.sequences[table.name] = at_least
+        if self._sequence(table.name) < at_least:
+            self.set_sequence(table.name, at_least)
 
     def note_armed(self, due: int) -> None:
         """A schedule row was armed at `due` (micros): the commit wakes the scheduler if earlier."""

@@ -122,3 +122,51 @@ def test_batches_that_write_and_read_agree_with_the_storage(db: Database) -> Non
     assert out == [1, 1, 2, 2, None, None]
     with db.read() as view:
         assert [s.value for s in view.db.seen.iter()] == [1, 2, None]
+
+
+# The auto_inc sequences ride in the same cache: an insert reads its sequence from the storage
+# only when no earlier call of this writer since the last foreign commit or failure did.
+
+
+@m.reducer
+def add_then_fail(ctx: ReducerContext, fail: bool) -> int:
+    row = ctx.db.seen.insert(Seen(0, None))
+    if fail:
+        raise SenderError("no")
+    return row.id
+
+
+@m.reducer
+def add_in_savepoint(ctx: ReducerContext) -> tuple[int, int]:
+    try:
+        with ctx.savepoint():
+            inside = ctx.db.seen.insert(Seen(0, None)).id
+            raise ValueError("roll back")
+    except ValueError:
+        pass
+    return inside, ctx.db.seen.insert(Seen(0, None)).id
+
+
+def _sequence(db: Database) -> int:
+    with db.storage.begin_read() as r:
+        return int.from_bytes(r.get(spaces.SEQUENCES, b"seen") or bytes(8), "big")
+
+
+def test_sequences_count_on_from_the_writers_own_commits_and_skip_nothing_a_failure_took(db: Database) -> None:
+    assert [db.call("add_then_fail", False, sender=ALICE) for _ in range(2)] == [1, 2]
+    with pytest.raises(SenderError):
+        db.call("add_then_fail", True, sender=ALICE)  # took 3, then failed: 3 is not taken
+    assert db.call("add_then_fail", False, sender=ALICE) == 3
+    assert db.call("add_in_savepoint", sender=ALICE) == (4, 4)  # the rolled-back 4 is given again
+    calls = [("add_then_fail", (False,)), ("add_then_fail", (True,)), ("add_then_fail", (False,))]
+    results = db._writer.run_many([db.call_job(r, a, sender=ALICE) for r, a in calls])
+    assert results[0].result() == 5 and results[2].result() == 6
+    assert _sequence(db) == 6  # the storage holds what the cache does
+
+
+def test_a_sequence_moved_by_another_writer_is_read_again(db: Database) -> None:
+    assert db.call("add_then_fail", False, sender=ALICE) == 1
+    txn = db.storage.begin_write()  # another process, a tool, a replica's apply: the sequence moves on
+    txn.put(spaces.SEQUENCES, b"seen", (41).to_bytes(8, "big"))
+    txn.commit()
+    assert db.call("add_then_fail", False, sender=ALICE) == 42
