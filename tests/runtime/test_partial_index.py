@@ -7,7 +7,7 @@ again, on open rebuilds it; declarations it cannot honour are refused."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stdbmod import Database, Index, ManualClock, Module, PrimaryKey, Range, ReducerContext
+from stdbmod import Database, Index, Module, PrimaryKey, Range, ReducerContext
 from stdbmod.errors import SchemaError
 from stdbmod.keys import encode_key, encode_value
 from stdbmod.runtime import spaces
@@ -24,6 +24,7 @@ from stdbmod.runtime.sql import _best_walk, run_sql
 from stdbmod.runtime.sql_plan import parse_query
 from stdbmod.schema import build_table
 from tests.conftest import OWNER
+from tests.runtime.index_reads import assert_reads_agree, ids, indexed, run_ops
 
 
 class State(str, enum.Enum):
@@ -73,20 +74,8 @@ def module(partial: bool = True) -> Module:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    d = Database.create(tmp_path / "db", module(), owner=OWNER, clock=ManualClock(), durable=False)
-    yield d
-    d.close()
-
-
-def indexed(db: Database, index: str) -> list[int]:
-    """The ids the index space holds entries for, read from the storage itself."""
-    with db.storage.begin_read() as r:
-        return sorted(int.from_bytes(pk[1:], "big") - (1 << 63) for _, pk in r.scan(spaces.index("thing", index)))
-
-
-def ids(rows: Iterator[Any]) -> list[int]:
-    return [r.id for r in rows]
+def db(make_db: Callable[..., Database]) -> Database:
+    return make_db(module(), durable=False)
 
 
 def test_entries_only_for_the_values_it_keeps(db: Database) -> None:
@@ -156,20 +145,11 @@ def test_every_read_answers_as_the_dense_index_does(tmp_path_factory: pytest.Tem
     of inserts, updates and deletes: values kept and left out, ranges across both, keyset pages."""
     path = tmp_path_factory.mktemp("partial")
     with Database.create(path / "db", module(), owner=OWNER, durable=False) as d:
-        for op, *args in ops:
-            if op != "add":
-                with d.read() as v:
-                    if v.db.thing.id.find(args[0]) is None:
-                        continue
-            d.call(op, *args, sender=OWNER)
+        run_ops(d, ops, OWNER)
         assert d.check_integrity() == []
         with d.read() as v:
             t = v.db.thing
-            for partial, dense, specs in ((t.open_, t.open_dense, SPECS), (t.by_size, t.by_size_dense, SIZE_SPECS)):
-                for spec in specs:
-                    for reverse in (False, True):
-                        assert ids(partial.filter(spec, reverse=reverse)) == ids(dense.filter(spec, reverse=reverse)), (spec, reverse)
-                    assert partial.count(spec) == dense.count(spec), spec
+            assert_reads_agree([(t.open_, t.open_dense, SPECS), (t.by_size, t.by_size_dense, SIZE_SPECS)])
 
 
 class _Lone(msgspec.Struct):

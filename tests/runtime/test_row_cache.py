@@ -130,7 +130,7 @@ def test_batches_that_write_and_read_agree_with_the_storage(db: Database) -> Non
 
 @m.reducer
 def add_then_fail(ctx: ReducerContext, fail: bool) -> int:
-    row = ctx.db.seen.insert(Seen(0, None))
+    row: Seen = ctx.db.seen.insert(Seen(0, None))
     if fail:
         raise SenderError("no")
     return row.id
@@ -140,7 +140,7 @@ def add_then_fail(ctx: ReducerContext, fail: bool) -> int:
 def add_in_savepoint(ctx: ReducerContext) -> tuple[int, int]:
     try:
         with ctx.savepoint():
-            inside = ctx.db.seen.insert(Seen(0, None)).id
+            inside: int = ctx.db.seen.insert(Seen(0, None)).id
             raise ValueError("roll back")
     except ValueError:
         pass
@@ -149,7 +149,8 @@ def add_in_savepoint(ctx: ReducerContext) -> tuple[int, int]:
 
 def _sequence(db: Database) -> int:
     with db.storage.begin_read() as r:
-        return int.from_bytes(r.get(spaces.SEQUENCES, b"seen") or bytes(8), "big")
+        raw: bytes = r.get(spaces.SEQUENCES, b"seen") or bytes(8)
+    return int.from_bytes(raw, "big")
 
 
 def test_sequences_count_on_from_the_writers_own_commits_and_skip_nothing_a_failure_took(db: Database) -> None:

@@ -6,7 +6,7 @@ rebuilds it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stdbmod import Database, Index, ManualClock, Module, PrimaryKey, Range, ReducerContext
+from stdbmod import Database, Index, Module, PrimaryKey, Range, ReducerContext
 from stdbmod.errors import SchemaError, StorageError
 from stdbmod.keys import encode_value
 from stdbmod.runtime import spaces
@@ -24,6 +24,7 @@ from stdbmod.runtime.sql_plan import parse_query
 from stdbmod.runtime.subscriptions import Update
 from stdbmod.schema import build_table
 from tests.conftest import OWNER
+from tests.runtime.index_reads import assert_reads_agree, ids, indexed, run_ops
 from tests.subscriptions.helpers import Collector
 
 # single column: `tag` sparse, `tag_dense` the same column dense (the oracle); several columns:
@@ -79,20 +80,8 @@ def module(sparse: bool = True) -> Module:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    d = Database.create(tmp_path / "db", module(), owner=OWNER, clock=ManualClock(), durable=False)
-    yield d
-    d.close()
-
-
-def indexed(db: Database, index: str) -> list[int]:
-    """The ids the index space holds entries for, read from the storage itself."""
-    with db.storage.begin_read() as r:
-        return sorted(int.from_bytes(pk[1:], "big") - (1 << 63) for _, pk in r.scan(spaces.index("thing", index)))
-
-
-def ids(rows: Iterator[Any]) -> list[int]:
-    return [r.id for r in rows]
+def db(make_db: Callable[..., Database]) -> Database:
+    return make_db(module(), durable=False)
 
 
 def test_no_entry_for_none_an_entry_for_a_value(db: Database) -> None:
@@ -165,20 +154,11 @@ def test_every_read_answers_as_the_dense_index_does(tmp_path_factory: pytest.Tem
     inserts, updates and deletes: None asked for, ranges holding None, keyset pages."""
     path = tmp_path_factory.mktemp("sparse")
     with Database.create(path / "db", module(), owner=OWNER, durable=False) as d:
-        for op, *args in ops:
-            if op != "add":
-                with d.read() as v:
-                    if v.db.thing.id.find(args[0]) is None:
-                        continue
-            d.call(op, *args, sender=OWNER)
+        run_ops(d, ops, OWNER)
         assert d.check_integrity() == []
         with d.read() as v:
             t = v.db.thing
-            for sparse, dense, specs in ((t.tag, t.tag_dense, SINGLE_SPECS), (t.by_owner_size, t.by_owner_size_dense, MULTI_SPECS)):
-                for spec in specs:
-                    for reverse in (False, True):
-                        assert ids(sparse.filter(spec, reverse=reverse)) == ids(dense.filter(spec, reverse=reverse)), (spec, reverse)
-                    assert sparse.count(spec) == dense.count(spec), spec
+            assert_reads_agree([(t.tag, t.tag_dense, SINGLE_SPECS), (t.by_owner_size, t.by_owner_size_dense, MULTI_SPECS)])
 
 
 def test_a_delete_by_none_deletes_the_rows_it_has_no_entries_for(db: Database) -> None:
