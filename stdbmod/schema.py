@@ -254,12 +254,21 @@ def _pk_key(position: int) -> Callable[[tuple[Any, ...]], bytes]:
     return key
 
 
+def _holds_float(tp: Any) -> bool:
+    if typing.get_origin(tp) in (typing.Union, pytypes.UnionType):
+        return any(_holds_float(a) for a in typing.get_args(tp))
+    return tp is float
+
+
 def _only(tname: str, ix_name: str, first_type: Any, ix: Index) -> tuple[Any, ...]:
     """A partial index's values, each as a value of its first column's type."""
     if not ix.only:
         return ()
     if ix.sparse:
         raise SchemaError(f"{tname}.{ix_name}: an index is sparse or partial (`only=`), not both (None is left out unless `only` names it)")
+    if _holds_float(first_type):
+        # a row's value is kept by equality, and -0.0 == 0.0 while their keys differ
+        raise SchemaError(f"{tname}.{ix_name}: a partial index's first column may not be a float")
     values = []
     for v in ix.only:
         try:

@@ -216,6 +216,20 @@ def test_declarations_it_refuses(index: Index, message: str) -> None:
         build_table(_Lone, name=None, public=False, indexes={"ix": index}, scheduled=None)
 
 
+def test_a_float_column_cannot_lead_a_partial_index() -> None:
+    """Rows are kept by their value's equality, and -0.0 == 0.0 while their keys differ."""
+
+    class Measured(msgspec.Struct):
+        id: Annotated[int, PrimaryKey()]
+        weight: float | None
+        size: int
+
+    with pytest.raises(SchemaError, match="may not be a float"):
+        build_table(Measured, name=None, public=False, indexes={"ix": Index(("weight",), only=(1.0,))}, scheduled=None)
+    table = build_table(Measured, name=None, public=False, indexes={"ix": Index(("size", "weight"), only=(1,))}, scheduled=None)
+    assert table.indexes["ix"].only == (1,)  # a float after the first column is fine
+
+
 def test_a_column_marker_may_be_partial_and_values_take_the_column_type() -> None:
     class Marked(msgspec.Struct):
         id: Annotated[int, PrimaryKey()]
