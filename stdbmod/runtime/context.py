@@ -12,7 +12,7 @@ from ..errors import InvalidValue, NoSuchAttribute, SenderError
 from ..module import Module
 from ..types import ConnectionId, Identity, Timestamp
 from .dblog import LEVELS
-from .dbview import DbView
+from .dbview import DbView, LazyDbView
 from .transaction import Transaction, TxView
 
 
@@ -95,7 +95,7 @@ class ContextFactory:
 
     def dbview(self, view: TxView) -> DbView:
         """`db` over `view`: a read snapshot, or a transaction outside any reducer (replays)."""
-        return DbView(view, self.module.tables)
+        return LazyDbView(view, self.module.tables)
 
     def context(self, tx: Transaction, *, sender: Identity, connection_id: ConnectionId | None, reducer: str) -> ReducerContext:
         """A reducer's context. Only on the writer side, which runs one job at a time: every
@@ -103,7 +103,7 @@ class ContextFactory:
         for every call cost more than many a reducer's own work)."""
         db = self._writer_db
         if db is None:
-            db = self._writer_db = self.dbview(tx)
+            db = self._writer_db = DbView.whole(tx, self.module.tables)
         elif tx is not self._bound:
             db.rebind(tx)
         self._bound = tx

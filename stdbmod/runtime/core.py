@@ -24,6 +24,7 @@ from ..types import Identity
 from . import commitlog
 from .clock import Clock
 from .context import ContextFactory
+from .dbview import explain
 from .dblog import DbLog
 from .jobs import Job, record_of
 from .transaction import RowCache, Transaction
@@ -275,7 +276,8 @@ class Core:
                 logs.append(("error", str(e)))
             else:
                 error = ReducerFailed(job.reducer)
-                logs.append(("panic", "".join(traceback.format_exception(e)).rstrip()))
+                shown = explain(e).with_traceback(e.__traceback__)
+                logs.append(("panic", "".join(traceback.format_exception(shown)).rstrip()))
             if not nested:
                 raise _Unwound(error, logs) from None
             return self._failed(job, outer, error, logs, offset)

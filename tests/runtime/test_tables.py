@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from stdbmod import Database, Identity, Index, Module, PrimaryKey, Range, ReducerContext, Unique
-from stdbmod.errors import KeyTooLarge, NoSuchTable, RowNotFound, UniqueConstraintViolation
+from stdbmod.errors import KeyTooLarge, NoSuchAttribute, NoSuchTable, RowNotFound, UniqueConstraintViolation
 from tests.conftest import OWNER
 
 m = Module("tables")
@@ -180,7 +180,54 @@ def test_unknown_table_or_column(db: Database) -> None:
     with pytest.raises(ReducerFailed):
         q(db, "db.item.kind.find('hat')")  # kind has no index of its own
     logs = db.logs()
-    assert "no column or index 'kind'" in logs[-1].message
+    assert "NoSuchTable: no table named 'nope'" in logs[-2].message
+    assert "NoSuchAttribute: table item has no column or index 'kind'" in logs[-1].message
+
+
+def test_a_read_view_raises_the_same_errors(db: Database) -> None:
+    """A read's view makes handles on first use, the writer's all at once: the same names fail
+    the same way (the writer's through the call's log, above)."""
+    with db.read() as view:
+        with pytest.raises(NoSuchTable, match="no table named 'nope'"):
+            view.db.nope
+        with pytest.raises(NoSuchAttribute, match="table item has no column or index 'kind'"):
+            view.db.item.kind
+        assert view.db.table("item") is view.db.item
+
+
+def test_the_writers_view_holds_every_handle_and_answers_no_attribute_hook(db: Database) -> None:
+    """Every attribute read of an object whose class has `__getattr__` goes through CPython's
+    slower hook: the writer's view and handles have none, and hold what a read view makes."""
+    names = q(
+        db,
+        "result = [hasattr(type(db), '__getattr__'), hasattr(type(db.item), '__getattr__'),"
+        " sorted(n for n in vars(db) if not n.startswith('_')), sorted(vars(db.item))]",
+    )
+    assert names[:3] == [False, False, ["item"]]
+    assert {"id", "sku", "price", "note", "by_owner_kind"} <= set(names[3])
+    assert q(db, "result = db.table('item') is db.item and db.item.sku.find('sku0').price") == 5
+
+
+named = Module("named")
+
+
+@named.table
+class Table(msgspec.Struct):  # a table named like ctx.db's own method
+    id: Annotated[int, PrimaryKey()]
+
+
+@named.reducer
+def fill(ctx: ReducerContext) -> int:
+    ctx.db.table("table").insert(Table(1))
+    return ctx.db.table("table").count()
+
+
+def test_a_table_named_like_a_method_of_the_view_is_reached_by_name(make_db: Callable[..., Database]) -> None:
+    """`ctx.db.table` stays the method in both views; `ctx.db.table("table")` is the table."""
+    d = make_db(named)
+    assert d.call("fill", sender=A) == 1
+    with d.read() as view:
+        assert view.db.table("table").count() == 1
 
 
 def test_the_owner_fixture_is_not_the_sender(db: Database) -> None:
