@@ -196,7 +196,7 @@ class TableHandle(Generic[R]):
         return self.iter()
 
     def count(self) -> int:
-        return self._view.txn.count(self._space)
+        return self._view.count_rows(self._t)
 
     def clear(self) -> int:
         keys = [k for k, _ in self._view.txn.scan(self._space)]

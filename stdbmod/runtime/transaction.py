@@ -27,6 +27,7 @@ RowCache = dict[str, dict[bytes, bytes | None]]  # table -> stored key -> the ro
 _CACHE_ROWS: Final = 4096  # rows kept per cached table at most (they are meant to be few)
 _MISS: Final = object()
 _SEQUENCES: Final = " sequences"  # the RowCache's entry for the auto_inc sequences (no table's name)
+_COUNTS: Final = " counts"  # and for the tables' row counts (table name -> u64)
 
 
 class TxView:
@@ -61,6 +62,24 @@ class TxView:
         if raw is _MISS:
             raw = rows[pk_key] = self._stack[-1].get(plan.rows, pk_key)
         return raw  # type: ignore[return-value]
+
+    def count_rows(self, table: TableDef) -> int:
+        """How many rows `table` holds. The writer's cache keeps a count it read (`_COUNTS`),
+        and `write_row` keeps it in step, so that a reducer counting a table on every call (the
+        retry module's history cap) asks the storage once while the cache holds."""
+        plan = _plans.get(id(table)) or _plan(table)
+        cache = self.cache
+        if cache is None:
+            return self._stack[-1].count(plan.rows)  # type: ignore[no-any-return]
+        counts = cache.get(_COUNTS)
+        if counts is None:
+            counts = cache[_COUNTS] = {}
+        known = counts.get(plan.key)
+        if known is None:
+            n: int = self._stack[-1].count(plan.rows)
+            counts[plan.key] = encode_u64(n)
+            return n
+        return decode_u64(known)
 
     def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Any, row_new: Any) -> None:
         raise ReadOnlyError(f"table {table.name} is read-only here: writes happen inside reducers")
@@ -125,6 +144,12 @@ class Transaction(TxView):
         change_key = (plan.name, pk_key)
         first = self.changes.get(change_key)
         self.changes[change_key] = (old if first is None else first[0], new)
+        if (old is None) is not (new is None) and self.cache is not None:  # an insert or a delete
+            counts = self.cache.get(_COUNTS)
+            if counts is not None:
+                known = counts.get(plan.key)
+                if known is not None:
+                    counts[plan.key] = encode_u64(decode_u64(known) + (1 if old is None else -1))
         if row_old is not None and row_new is not None:
             # an update: only the indexes over columns whose values changed (most of them keep
             # their keys). A column's value is the same if identical, or of one type and equal
@@ -281,11 +306,12 @@ class _Plan:
     Inserts and deletes walk `dense` and `sparse` apart (the dense indexes, most of them, pay no
     check); `indexes` holds both, for updates."""
 
-    __slots__ = ("table", "name", "cached", "scheduled", "event", "rows", "indexes", "dense", "sparse", "positions", "updates")
+    __slots__ = ("table", "name", "key", "cached", "scheduled", "event", "rows", "indexes", "dense", "sparse", "positions", "updates")
 
     def __init__(self, table: TableDef) -> None:
         self.table = table  # held, so its id (the cache's key) is never another table's
         self.name = table.name  # the table's name and flags, read without an interpreted class's lookup
+        self.key = table.name.encode()  # its entry in the writer's cache of counts
         self.cached = table.cached
         self.scheduled = table.scheduled is not None
         self.event = table.event

@@ -171,3 +171,77 @@ def test_a_sequence_moved_by_another_writer_is_read_again(db: Database) -> None:
     txn.put(spaces.SEQUENCES, b"seen", (41).to_bytes(8, "big"))
     txn.commit()
     assert db.call("add_then_fail", False, sender=ALICE) == 42
+
+
+# So do the tables' row counts: a count is read from the storage once, and the writer's own
+# inserts and deletes keep it in step until a foreign commit or a failure empties the cache.
+
+
+@m.reducer
+def add_and_count(ctx: ReducerContext, adds: int, drops: int, fail: bool = False) -> int:
+    for _ in range(adds):
+        ctx.db.seen.insert(Seen(0, None))
+    for row in list(ctx.db.seen.iter())[:drops]:
+        ctx.db.seen.id.delete(row.id)
+    if fail:
+        raise SenderError("no")
+    return ctx.db.seen.count()
+
+
+@m.reducer
+def count_in_savepoint(ctx: ReducerContext) -> tuple[int, int]:
+    try:
+        with ctx.savepoint():
+            ctx.db.seen.insert(Seen(0, None))
+            inside = ctx.db.seen.count()
+            raise ValueError("roll back")
+    except ValueError:
+        pass
+    return inside, ctx.db.seen.count()
+
+
+def _stored_count(db: Database) -> int:
+    with db.storage.begin_read() as r:
+        return r.count(spaces.rows("seen"))
+
+
+def test_row_counts_follow_the_writers_inserts_and_deletes_and_skip_what_failed(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counted: list[str] = []
+    begin_write = db.storage.begin_write
+
+    def counting_begin_write() -> object:
+        txn = begin_write()
+        count = txn.count
+
+        def spy(space: str) -> int:
+            counted.append(space)
+            return count(space)
+
+        txn.count = spy  # type: ignore[method-assign]
+        return txn
+
+    monkeypatch.setattr(db.storage, "begin_write", counting_begin_write)
+    assert db.call("add_and_count", 3, 0, sender=ALICE) == 3
+    assert db.call("add_and_count", 2, 1, sender=ALICE) == 4
+    with pytest.raises(SenderError):
+        db.call("add_and_count", 5, 0, True, sender=ALICE)  # counted 9 inside, then failed
+    assert db.call("add_and_count", 0, 2, sender=ALICE) == 2
+    assert db.call("count_in_savepoint", sender=ALICE) == (3, 2)
+    # in a batch, the failing call counted 7 inside: the next one must not start from it
+    out = db.call_many([("add_and_count", (1, 0), ALICE), ("add_and_count", (4, 0, True), ALICE), ("add_and_count", (0, 1), ALICE)])
+    assert out[0] == 3 and isinstance(out[1], SenderError) and out[2] == 2
+    assert _stored_count(db) == 2
+    # the storage was asked for the count only when the cache had none: the first call, the
+    # call after the failed one, and after the rolled-back savepoint (a batch's calls count in
+    # nested transactions, which this does not watch)
+    assert counted.count(spaces.rows("seen")) == 3
+
+
+def test_a_row_count_moved_by_another_writer_is_read_again(db: Database) -> None:
+    assert db.call("add_and_count", 2, 0, sender=ALICE) == 2
+    txn = db.storage.begin_write()  # another process, a tool: a row appears
+    txn.put(spaces.rows("seen"), encode_value(100), msgpack_encoder.encode((100, None)))
+    txn.commit()
+    assert db.call("add_and_count", 0, 0, sender=ALICE) == 3
