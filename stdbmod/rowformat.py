@@ -11,10 +11,11 @@ matches each key against the Struct's fields. A claimed task is 552 bytes as a m
 array; decoding it takes ~20% less time and encoding ~5% less; a lifecycle's commit records shrink
 below the size the commit log compresses (docs/performance.md, "Eleventh round").
 
-Rows decode through an `array_like` twin of the row type (same fields, types and defaults): an
-array shorter than the row type, written before columns were appended, takes the defaults, as a
-map without those keys did. The twin's values then build the row with its own constructor, so
-what a reducer reads is of the row type it declared, whatever the stored form.
+Rows decode to a tuple of the columns' typed values, which build the row with its own
+constructor, so that what a reducer reads is of the row type it declared, whatever the stored
+form. An array shorter than the row type, written before columns were appended, decodes through
+an `array_like` twin of the row type (same fields, types and defaults) and takes the defaults, as
+a map without those keys did.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class RowFormat:
             kw_only=True,  # a kw_only row type may declare a required field after an optional one
         )
         self._arrays = codec.msgpack_decoder(twin)
+        # a full-length array straight to its typed values: no twin to build and take apart
+        self._full = codec.msgpack_decoder(tuple[tuple(f.type for f in fields)])  # type: ignore[misc]
         # msgspec's __match_args__ names the fields its constructor takes by position
         self._positional = len(getattr(row_type, "__match_args__", ())) == len(fields)
 
@@ -66,7 +69,7 @@ class RowFormat:
         """The row of stored bytes, either form."""
         if is_map(raw):
             return self._maps.decode(raw)
-        values = msgspec.structs.astuple(self._arrays.decode(raw))
+        values = self._array_values(raw)
         if self._positional:
             return self.row_type(*values)
         return self.row_type(**dict(zip(self._names, values, strict=True)))
@@ -75,7 +78,15 @@ class RowFormat:
         """The column values of stored bytes, either form, without building the row."""
         if is_map(raw):
             return msgspec.structs.astuple(self._maps.decode(raw))
-        return msgspec.structs.astuple(self._arrays.decode(raw))
+        return self._array_values(raw)
+
+    def _array_values(self, raw: bytes) -> tuple[Any, ...]:
+        try:
+            return self._full.decode(raw)  # type: ignore[no-any-return]
+        except msgspec.ValidationError:
+            # written before columns were appended (shorter: the twin fills in their defaults),
+            # or not a row at all (the twin raises as well, saying where)
+            return msgspec.structs.astuple(self._arrays.decode(raw))
 
     def same(self, raw: bytes, encoded: bytes) -> bool:
         """Whether stored bytes, either form, hold the row whose `encode` is `encoded`: byte for
