@@ -52,6 +52,7 @@ HOT = (
     "retry/transitions",
     "retry/claim",
     "retry/roles",
+    "retry/limits",
 )
 
 PACKAGE = os.path.dirname(os.path.abspath(__file__))

@@ -2,6 +2,10 @@
 reducers and reads, the HTTP routes (their bodies and query strings, and what /openapi.json
 says) and the CLI's options.
 
+The checks take `object`: they are what turns a value of the wrong type into an InvalidArgument,
+also in the optional compiled build, where a parameter typed `int` would refuse a `str` with a
+TypeError of its own.
+
 Names that end up in index keys (job type, queue, idempotency key) are bounded well under LMDB's
 511-byte key limit, so a long one gets a clear InvalidArgument instead of a storage error.
 """
@@ -72,13 +76,13 @@ def backoff_delay(
     return TimeDuration(micros)
 
 
-def check_fraction(what: str, value: float) -> float:
+def check_fraction(what: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
         raise InvalidArgument(f"{what} must be a number from 0 to 1, got {value!r}")
     return float(value)
 
 
-def check_name(what: str, value: str) -> str:
+def check_name(what: str, value: object) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidArgument(f"{what} must be a non-empty string")
     if len(value) > MAX_NAME_CHARS:
@@ -88,7 +92,7 @@ def check_name(what: str, value: str) -> str:
     return value
 
 
-def check_int(what: str, value: int, lo: int, hi: int) -> int:
+def check_int(what: str, value: object, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise InvalidArgument(f"{what} must be an integer from {lo} to {hi}, got {value!r}")
     return value

@@ -24,8 +24,8 @@ from ..types import Identity
 from . import commitlog
 from .clock import Clock
 from .context import ContextFactory
-from .dbview import explain
 from .dblog import DbLog
+from .dbview import explain
 from .jobs import Job, record_of
 from .transaction import RowCache, Transaction
 

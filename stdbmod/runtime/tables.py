@@ -306,8 +306,7 @@ class UniqueColumn(BTreeIndex[R]):
         old = None if pk_key is None else h._view.get_row(h._t, pk_key)
         if pk_key is None or old is None:
             raise RowNotFound(f"{h._t.name}: no row with {self._ix.name} = {vals[self._ix.positions[0]]!r} to update")
-        new_pk_key = h._t.row_key(vals)
-        if new_pk_key != pk_key:
+        if not self._primary and h._t.row_key(vals) != pk_key:  # by the primary key: it is the same
             h._delete_at(pk_key)
             return h.insert(row)
         return h._replace(pk_key, old, row)

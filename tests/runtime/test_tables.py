@@ -189,9 +189,9 @@ def test_a_read_view_raises_the_same_errors(db: Database) -> None:
     the same way (the writer's through the call's log, above)."""
     with db.read() as view:
         with pytest.raises(NoSuchTable, match="no table named 'nope'"):
-            view.db.nope
+            _ = view.db.nope
         with pytest.raises(NoSuchAttribute, match="table item has no column or index 'kind'"):
-            view.db.item.kind
+            _ = view.db.item.kind
         assert view.db.table("item") is view.db.item
 
 
