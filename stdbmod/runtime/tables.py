@@ -71,6 +71,11 @@ class TableHandle(Generic[R]):
         self._view = view
         self._t = table
         self._space = spaces.rows(table.name)
+        # what every call reads, held here: a native attribute, where TableDef's (an interpreted
+        # class) cost a lookup each
+        self._format = table.row_format
+        self._row_type = table.row_type
+        self._unique = table.unique_indexes
         # The last row decoded and its column values as they were then: an update or delete of
         # that row (find, change, update is the usual reducer) reuses them instead of decoding it
         # again. Keyed by the stored bytes, so it is right whatever transaction asks, and a row
@@ -84,7 +89,7 @@ class TableHandle(Generic[R]):
         return self._t
 
     def _decode(self, raw: bytes) -> R:
-        row: R = self._t.row_format.decode(raw)
+        row: R = self._format.decode(raw)
         self._last_raw, self._last_vals = raw, _astuple(row)
         return row
 
@@ -92,15 +97,15 @@ class TableHandle(Generic[R]):
         """The column values of a stored row."""
         if raw == self._last_raw:
             return self._last_vals
-        return self._t.row_format.values(raw)
+        return self._format.values(raw)
 
     def _row_at(self, pk_key: bytes) -> R | None:
         raw = self._view.get_row(self._t, pk_key)
         return None if raw is None else self._decode(raw)
 
     def _check_type(self, row: Any) -> None:
-        if type(row) is not self._t.row_type:
-            raise WrongType(f"table {self._t.name} holds {self._t.row_type.__name__} rows, not {type(row).__name__}")
+        if type(row) is not self._row_type:
+            raise WrongType(f"table {self._t.name} holds {self._row_type.__name__} rows, not {type(row).__name__}")
 
     def insert(self, row: R) -> R:
         """Insert `row`; returns it with an auto_inc primary key filled in. A duplicate unique
@@ -134,10 +139,10 @@ class TableHandle(Generic[R]):
         pk_key = encode_value(pk)
         if len(pk_key) > MAX_KEY_SIZE:
             raise KeyTooLarge(f"{t.name}.{t.primary_key}: the key is too long")
-        new = t.row_format.encode(vals)
+        new = self._format.encode(vals)
         old = self._view.get_row(t, pk_key)
         if old is not None:
-            if t.row_format.same(old, new):
+            if self._format.same(old, new):
                 return row
             raise UniqueConstraintViolation(t.name, t.primary_key or "", pk)
         self._check_unique(vals, None)
@@ -150,11 +155,11 @@ class TableHandle(Generic[R]):
         if self._view.get_row(self._t, key) is not None:
             return row  # an equal row is there: a no-op, as SpacetimeDB's set semantics
         self._check_unique(vals, None)
-        self._view.write_row(self._t, key, None, self._t.row_format.encode(vals), None, vals)
+        self._view.write_row(self._t, key, None, self._format.encode(vals), None, vals)
         return row
 
     def _check_unique(self, vals: tuple[Any, ...], old_vals: tuple[Any, ...] | None) -> None:
-        for ix in self._t.unique_indexes:
+        for ix in self._unique:
             key = ix.encode(ix.values(vals))
             if old_vals is not None and key == ix.encode(ix.values(old_vals)):
                 continue
@@ -166,7 +171,7 @@ class TableHandle(Generic[R]):
         old_vals = self._vals_of(old_raw)
         vals = _astuple(row)
         self._check_unique(vals, old_vals)
-        self._view.write_row(self._t, pk_key, old_raw, self._t.row_format.encode(vals), old_vals, vals)
+        self._view.write_row(self._t, pk_key, old_raw, self._format.encode(vals), old_vals, vals)
         return row
 
     def _delete_at(self, pk_key: bytes) -> bool:
@@ -183,7 +188,7 @@ class TableHandle(Generic[R]):
         vals = _astuple(row)
         pk_key = self._t.row_key(vals)
         old = self._view.get_row(self._t, pk_key)
-        if old is None or not self._t.row_format.same(old, self._t.row_format.encode(vals)):
+        if old is None or not self._format.same(old, self._format.encode(vals)):
             return False
         self._view.write_row(self._t, pk_key, old, None, self._vals_of(old), None)
         return True
