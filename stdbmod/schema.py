@@ -169,8 +169,11 @@ class IndexDef:
     def may_leave_out(self, start: bytes, stop: bytes | None) -> bool:
         """Whether index keys in [start, stop) may belong to rows this index has no entry for,
         so that a walk of that range must read the table's rows instead."""
-        if self.only:
-            return not any(lo <= start and (hi is None or (stop is not None and stop <= hi)) for lo, hi in self._kept_prefixes)
+        if self.only:  # a loop, not any() over a generator: every claim asks (by_claim)
+            for lo, hi in self._kept_prefixes:
+                if lo <= start and (hi is None or (stop is not None and stop <= hi)):
+                    return False
+            return True
         return self.sparse and (_NONE_END is None or start < _NONE_END) and (stop is None or stop > _NONE_KEY)
 
     def locate(self, positions: tuple[int, ...]) -> None:
