@@ -7,7 +7,7 @@ Two ways to make the attributes, one behaviour:
 - the writer's view (`DbView.whole`), made once and rebound to every call's transaction, makes
   them all up front, so that its class has no `__getattr__`: CPython sends every attribute read of
   an object whose class defines one through a slower hook, found or not (~26 reads a retry call,
-  -2.5% of its instructions). What the writer's view does not hold raises a plain
+  -2.8% of its instructions). What the writer's view does not hold raises a plain
   AttributeError, which `explain` turns into the read view's error for the call's log.
 
 Interpreted in the optional compiled build, where `TableHandle` is a native class: a class
