@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import operator
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 from ..errors import AutoIncOverflow, KeyTooLarge, ReadOnlyError
 from ..keys import FAST_ENCODERS, MAX_KEY_SIZE, decode_u64, encode_u64, encode_value
 from ..schema import TableDef
+from ..special import NATIVE
 from ..storage import ReadTxn, WriteTxn
 from ..types import Timestamp
 from . import schedules, spaces
@@ -162,12 +163,8 @@ class Transaction(TxView):
             if changed:
                 key_changed = frozenset(changed)
                 affected = plan.updates.get(key_changed) or plan.affected(key_changed)
-                enc_old = _encoded(row_old, affected[1])
-                enc_new = dict(enc_old)
-                for p in changed:
-                    v = row_new[p]
-                    fast = _fast(type(v))
-                    enc_new[p] = fast(v) if fast is not None else encode_value(v)
+                enc_old = _encoded({}, row_old, affected[1])
+                enc_new = _encoded(dict(enc_old), row_new, changed)
                 for ix_name, positions, unique, space, parts, sparse, kept in affected[0]:
                     if len(positions) == 1:
                         old_k, new_k = parts(enc_old), parts(enc_new)
@@ -186,25 +183,29 @@ class Transaction(TxView):
                         raise KeyTooLarge(f"{table.name}.{ix_name}: the indexed value is too long for a key")
                     txn.put(space, key, pk_key)
         elif row_old is not None:  # a delete: every index entry goes
-            enc = _encoded(row_old, plan.positions)
+            enc = _encoded({}, row_old, plan.dense_positions)
             for _, positions, unique, space, parts in plan.dense:
                 k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
                 txn.delete(space, k if unique else k + pk_key)
-            for _, positions, _, space, parts, sparse, kept in plan.sparse:
+            for _, positions, _, space, parts, sparse, kept, extra in plan.sparse:
                 if _kept(row_old, sparse, kept):  # a row left out never had an entry
+                    if extra:
+                        _encoded(enc, row_old, extra)
                     k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
                     txn.delete(space, k + pk_key)
         else:  # an insert: every index gets an entry (a sparse or partial one only for a value it keeps)
-            enc = _encoded(row_new, plan.positions)
+            enc = _encoded({}, row_new, plan.dense_positions)
             for ix_name, positions, unique, space, parts in plan.dense:
                 k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
                 key = k if unique else k + pk_key
                 if len(key) > MAX_KEY_SIZE:
                     raise KeyTooLarge(f"{table.name}.{ix_name}: the indexed value is too long for a key")
                 txn.put(space, key, pk_key)
-            for ix_name, positions, _, space, parts, sparse, kept in plan.sparse:
+            for ix_name, positions, _, space, parts, sparse, kept, extra in plan.sparse:
                 if not _kept(row_new, sparse, kept):
                     continue
+                if extra:
+                    _encoded(enc, row_new, extra)
                 k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
                 key = k + pk_key
                 if len(key) > MAX_KEY_SIZE:
@@ -306,7 +307,7 @@ class _Plan:
     Inserts and deletes walk `dense` and `sparse` apart (the dense indexes, most of them, pay no
     check); `indexes` holds both, for updates."""
 
-    __slots__ = ("table", "name", "key", "cached", "scheduled", "event", "rows", "indexes", "dense", "sparse", "positions", "updates")
+    __slots__ = ("table", "name", "key", "cached", "scheduled", "event", "rows", "indexes", "dense", "dense_positions", "sparse", "positions", "updates")
 
     def __init__(self, table: TableDef) -> None:
         self.table = table  # held, so its id (the cache's key) is never another table's
@@ -324,7 +325,10 @@ class _Plan:
             for ix in table.indexes.values()
         ]  # fmt: skip
         self.dense = [ix[:5] for ix in self.indexes if ix[5] < 0]
-        self.sparse = [ix for ix in self.indexes if ix[5] >= 0]
+        # the columns the dense indexes cover, encoded for every insert and delete; a sparse or
+        # partial index's others (its `extra`) only for a row it has an entry for
+        self.dense_positions = tuple(sorted({p for ix in self.dense for p in ix[1]}))
+        self.sparse = [(*ix, tuple(p for p in ix[1] if p not in self.dense_positions)) for ix in self.indexes if ix[5] >= 0]
         self.positions = table.indexed_positions
         # the changed columns of an update -> (the indexes over them, the columns those cover);
         # a reducer's updates change the same few columns call after call
@@ -351,11 +355,14 @@ def _kept(row: tuple[Any, ...], position: int, kept: frozenset[Any] | None) -> b
     return row[position] is not None if kept is None else row[position] in kept
 
 
-def _encoded(row: tuple[Any, ...], positions: tuple[int, ...]) -> dict[int, bytes]:
-    """The key encodings of `row`'s values at `positions`."""
-    enc: dict[int, bytes] = {}
-    for p in positions:
-        v = row[p]
-        fast = _fast(type(v))
-        enc[p] = fast(v) if fast is not None else encode_value(v)
+def _encoded(enc: dict[int, bytes], row: tuple[Any, ...], positions: Iterable[int]) -> dict[int, bytes]:
+    """`enc` with the key encodings of `row`'s values at `positions` added."""
+    if NATIVE:  # compiled (special.py): encode_value is a direct C call
+        for p in positions:
+            enc[p] = encode_value(row[p])
+    else:  # interpreted: the type's encoder, without encode_value's frame
+        for p in positions:
+            v = row[p]
+            fast = _fast(type(v))
+            enc[p] = fast(v) if fast is not None else encode_value(v)
     return enc
