@@ -109,6 +109,14 @@ class ConnectionId(_Bytes):
         return cls(os.urandom(16))
 
 
+# The range of the compiled build's unboxed ints (mypyc's short ints, 63 bits). Compiled, a
+# comparison of an int with one of these is a machine compare; one with 2**63 is a call on boxed
+# ints (~300 instructions), and every time and key checks its range (docs/performance.md,
+# "Fourteenth round"). So a range check asks these first.
+SHORT_MIN: Final = -4611686018427387904  # -(2**62)
+SHORT_MAX: Final = 4611686018427387903  # 2**62 - 1
+
+
 class _Micros:
     __slots__ = ("micros",)
     micros: int

@@ -140,14 +140,16 @@ class TableHandle(Generic[R]):
         if len(pk_key) > MAX_KEY_SIZE:
             raise KeyTooLarge(f"{t.name}.{t.primary_key}: the key is too long")
         new = self._format.encode(vals)
-        old = self._view.get_row(t, pk_key)
-        if old is not None:
-            if self._format.same(old, new):
-                return row
+        if self._unique:  # other unique columns: checked before the write, after the key's read
+            held = self._view.get_row(t, pk_key)
+            if held is None:
+                self._check_unique(vals, None)
+                self._view.write_row(t, pk_key, None, new, None, vals)
+        else:  # the write checks the key: one storage operation, not a read and a write
+            held = self._view.insert_row(t, pk_key, new, vals)
+        if held is not None and not self._format.same(held, new):
             raise UniqueConstraintViolation(t.name, t.primary_key or "", pk)
-        self._check_unique(vals, None)
-        self._view.write_row(t, pk_key, None, new, None, vals)
-        return row
+        return row  # written, or an equal row was there: a no-op, as SpacetimeDB's set semantics
 
     def _insert_whole_row(self, row: R, vals: tuple[Any, ...]) -> R:
         """Insert into a table without a primary key, where the whole row is its identity."""

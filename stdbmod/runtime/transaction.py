@@ -15,7 +15,7 @@ from typing import Any, Final
 from ..errors import AutoIncOverflow, KeyTooLarge, ReadOnlyError
 from ..keys import FAST_ENCODERS, MAX_KEY_SIZE, decode_u64, encode_u64, encode_value
 from ..schema import TableDef
-from ..special import NATIVE
+from ..special import NATIVE, SHORT_MAX
 from ..storage import ReadTxn, WriteTxn
 from ..types import Timestamp
 from . import schedules, spaces
@@ -85,6 +85,9 @@ class TxView:
     def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Any, row_new: Any) -> None:
         raise ReadOnlyError(f"table {table.name} is read-only here: writes happen inside reducers")
 
+    def insert_row(self, table: TableDef, pk_key: bytes, new: bytes, row_new: Any) -> bytes | None:
+        raise ReadOnlyError(f"table {table.name} is read-only here: writes happen inside reducers")
+
     def next_sequence(self, table: TableDef) -> int:
         raise ReadOnlyError(f"table {table.name} is read-only here: writes happen inside reducers")
 
@@ -134,23 +137,33 @@ class Transaction(TxView):
 
     # --- rows and indexes ----------------------------------------------------------------------
 
+    def insert_row(self, table: TableDef, pk_key: bytes, new: bytes, row_new: Any) -> bytes | None:
+        """Insert a row at `pk_key` with its index entries, unless a row is there: then nothing
+        is written and that row's bytes are returned. One storage operation both checks and
+        writes (`WriteTxn.put_new`): an insert's read of its key cost a lifecycle call ~1.5%
+        (docs/performance.md). Every index key is made (and its length checked) first, so a
+        refused insert writes nothing."""
+        plan = _plans.get(id(table)) or _plan(table)
+        if plan.scheduled:
+            schedules.check_delay(table, row_new, self.timestamp)  # before any of the write
+        entries = _entries(plan, row_new, pk_key)
+        txn = self.wtxn
+        held = txn.put_new(plan.rows, pk_key, new)
+        if held is not None:
+            return held
+        self._changed(plan, pk_key, None, new)
+        for space, key in entries:
+            txn.put(space, key, pk_key)
+        self._written(plan, table, txn, pk_key, row_new)
+        return None
+
     def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Any, row_new: Any) -> None:
         """Replace the row at `pk_key` (old -> new; None = absent) and keep every index in step."""
         plan = _plans.get(id(table)) or _plan(table)
         if plan.scheduled and row_new is not None:
             schedules.check_delay(table, row_new, self.timestamp)  # before any of the write
         txn = self.wtxn
-        if plan.cached and self.cache is not None:
-            self.cache.pop(plan.name, None)
-        change_key = (plan.name, pk_key)
-        first = self.changes.get(change_key)
-        self.changes[change_key] = (old if first is None else first[0], new)
-        if (old is None) is not (new is None) and self.cache is not None:  # an insert or a delete
-            counts = self.cache.get(_COUNTS)
-            if counts is not None:
-                known = counts.get(plan.key)
-                if known is not None:
-                    counts[plan.key] = encode_u64(decode_u64(known) + (1 if old is None else -1))
+        self._changed(plan, pk_key, old, new)
         if row_old is not None and row_new is not None:
             # an update: only the indexes over columns whose values changed (most of them keep
             # their keys). A column's value is the same if identical, or of one type and equal
@@ -193,30 +206,33 @@ class Transaction(TxView):
                         _encoded(enc, row_old, extra)
                     k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
                     txn.delete(space, k + pk_key)
-        else:  # an insert: every index gets an entry (a sparse or partial one only for a value it keeps)
-            enc = _encoded({}, row_new, plan.dense_positions)
-            for ix_name, positions, unique, space, parts in plan.dense:
-                k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
-                key = k if unique else k + pk_key
-                if len(key) > MAX_KEY_SIZE:
-                    raise KeyTooLarge(f"{table.name}.{ix_name}: the indexed value is too long for a key")
-                txn.put(space, key, pk_key)
-            for ix_name, positions, _, space, parts, sparse, kept, extra in plan.sparse:
-                if not _kept(row_new, sparse, kept):
-                    continue
-                if extra:
-                    _encoded(enc, row_new, extra)
-                k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
-                key = k + pk_key
-                if len(key) > MAX_KEY_SIZE:
-                    raise KeyTooLarge(f"{table.name}.{ix_name}: the indexed value is too long for a key")
+        else:  # an insert (a table without a primary key's, or one with unique columns)
+            for space, key in _entries(plan, row_new, pk_key):
                 txn.put(space, key, pk_key)
         if new is None:
             txn.delete(plan.rows, pk_key)
         else:
             txn.put(plan.rows, pk_key, new)
-            if plan.event:
-                self.event_tables[table.name] = table
+        self._written(plan, table, txn, pk_key, row_new)
+
+    def _changed(self, plan: _Plan, pk_key: bytes, old: bytes | None, new: bytes | None) -> None:
+        """Note a row's write: the net change for the commit record, the cache and its counts."""
+        if plan.cached and self.cache is not None:
+            self.cache.pop(plan.name, None)
+        change_key = (plan.name, pk_key)
+        first = self.changes.get(change_key)
+        self.changes[change_key] = (old if first is None else first[0], new)
+        if (old is None) is not (new is None) and self.cache is not None:  # an insert or a delete
+            counts = self.cache.get(_COUNTS)
+            if counts is not None:
+                known = counts.get(plan.key)
+                if known is not None:
+                    counts[plan.key] = encode_u64(decode_u64(known) + (1 if old is None else -1))
+
+    def _written(self, plan: _Plan, table: TableDef, txn: WriteTxn, pk_key: bytes, row_new: Any) -> None:
+        """After a row's write: an event table's rows go before the commit, a schedule is armed."""
+        if plan.event and row_new is not None:
+            self.event_tables[table.name] = table
         if plan.scheduled:
             due = schedules.on_row_write(txn, table, pk_key, row_new, self.timestamp)
             if due is not None:
@@ -353,6 +369,30 @@ def _plan(table: TableDef) -> _Plan:
 def _kept(row: tuple[Any, ...], position: int, kept: frozenset[Any] | None) -> bool:
     """Whether a sparse (`kept` None) or partial index has an entry for the row."""
     return row[position] is not None if kept is None else row[position] in kept
+
+
+def _entries(plan: _Plan, row: tuple[Any, ...], pk_key: bytes) -> list[tuple[str, bytes]]:
+    """An inserted row's index entries (space, key): every index's, a sparse or partial one's
+    only for a value it keeps. Raises KeyTooLarge before anything is written."""
+    entries = []
+    enc = _encoded({}, row, plan.dense_positions)
+    for ix_name, positions, unique, space, parts in plan.dense:
+        k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
+        key = k if unique else k + pk_key
+        if len(key) > MAX_KEY_SIZE:
+            raise KeyTooLarge(f"{plan.name}.{ix_name}: the indexed value is too long for a key")
+        entries.append((space, key))
+    for ix_name, positions, _, space, parts, sparse, kept, extra in plan.sparse:
+        if not _kept(row, sparse, kept):
+            continue
+        if extra:
+            _encoded(enc, row, extra)
+        k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
+        key = k + pk_key
+        if len(key) > MAX_KEY_SIZE:
+            raise KeyTooLarge(f"{plan.name}.{ix_name}: the indexed value is too long for a key")
+        entries.append((space, key))
+    return entries
 
 
 def _encoded(enc: dict[int, bytes], row: tuple[Any, ...], positions: Iterable[int]) -> dict[int, bytes]:

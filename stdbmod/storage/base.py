@@ -68,6 +68,14 @@ class WriteTxn(ReadTxn):
     def abort(self) -> None:
         """Discard the writes."""
 
+    def put_new(self, space: str, key: bytes, value: bytes) -> bytes | None:
+        """Store `value` under `key` unless the key holds a value: None if stored, else the
+        value held (and nothing written). A backend may do it in one step (LMDB)."""
+        held = self.get(space, key)
+        if held is None:
+            self.put(space, key, value)
+        return held
+
     def put_many(self, space: str, items: Iterable[tuple[bytes, bytes]]) -> None:
         for key, value in items:
             self.put(space, key, value)

@@ -217,6 +217,17 @@ class _LmdbWrite(_LmdbRead, WriteTxn):
         except lmdb.Error as e:
             raise _translate(e) from e
 
+    def put_new(self, space: str, key: bytes, value: bytes) -> bytes | None:
+        db = self._s._dbs.get(space)
+        if db is None:
+            db = self._wdb(space)
+        try:
+            if self._txn.put(key, value, True, False, False, db):  # overwrite False: MDB_NOOVERWRITE
+                return None
+            return self._txn.get(key, None, db)  # type: ignore[no-any-return]
+        except lmdb.Error as e:
+            raise _translate(e) from e
+
     def put_many(self, space: str, items: Iterable[tuple[bytes, bytes]]) -> None:
         db = self._wdb(space)
         with _translated():
@@ -293,6 +304,12 @@ class _LmdbUndo(_LmdbWrite):
         except lmdb.Error as e:
             raise _translate(e) from e
         self._undo.append((db, key, old))
+
+    def put_new(self, space: str, key: bytes, value: bytes) -> bytes | None:
+        held = super().put_new(space, key, value)
+        if held is None:
+            self._undo.append((self._s._dbs[space], key, None))
+        return held
 
     def delete(self, space: str, key: bytes) -> bool:
         db = self._s._dbs.get(space)

@@ -30,6 +30,27 @@ class StorageContract:
             assert r.get("a", b"k1") is None
             assert r.get("a", b"k2") == b"v2"
 
+    def test_put_new_writes_only_an_empty_key(self, storage: Storage) -> None:
+        """put_new stores a value where there is none, and where there is one leaves it and
+        says what it is; in a child, an abort takes back what it stored and only that."""
+        storage.ensure_spaces(["a"])
+        w = storage.begin_write()
+        assert w.put_new("a", b"k", b"first") is None
+        assert w.put_new("a", b"k", b"second") == b"first"
+        assert w.get("a", b"k") == b"first"
+        c = w.child()
+        assert c.put_new("a", b"k", b"third") == b"first"
+        assert c.put_new("a", b"n", b"new") is None
+        assert c.get("a", b"n") == b"new"
+        c.abort()
+        assert sorted(w.scan("a")) == [(b"k", b"first")]
+        c = w.child()
+        assert c.put_new("a", b"n", b"kept") is None
+        c.commit()
+        w.commit()
+        with storage.begin_read() as r:
+            assert sorted(r.scan("a")) == [(b"k", b"first"), (b"n", b"kept")]
+
     def test_abort_discards(self, storage: Storage) -> None:
         storage.ensure_spaces(["a"])
         w = storage.begin_write()
