@@ -57,9 +57,11 @@ def dec_hook(typ: type, obj: Any) -> Any:
     # The stored forms, on every row decode: skip the checks below (and the constructors' own).
     kind = type(obj)
     if kind is int:
+        if (typ is Timestamp or typ is TimeDuration) and NATIVE:
+            # special.py: native classes are built by their constructor, a C call, which checks
+            # the range faster than a comparison of `Any` here would
+            return Timestamp(obj) if typ is Timestamp else TimeDuration(obj)
         if (typ is Timestamp or typ is TimeDuration) and _I64_MIN <= obj <= _I64_MAX:
-            if NATIVE:  # special.py: native classes are built by their constructor, a C call
-                return Timestamp(obj) if typ is Timestamp else TimeDuration(obj)
             value = _new(typ)
             _set_micros(value, obj)
             return value

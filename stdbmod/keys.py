@@ -15,6 +15,7 @@ import struct
 from typing import Any, Final
 
 from .errors import InvalidValue, SchemaError
+from .special import SHORT_MAX, SHORT_MIN
 from .types import ConnectionId, Identity, TimeDuration, Timestamp
 
 _NONE: Final = b"\x01"
@@ -44,7 +45,7 @@ _INT_TAG: Final = bytes((_INT,))
 
 
 def _int(value: int) -> bytes:
-    if not _INT_MIN <= value <= _INT_MAX:
+    if not (SHORT_MIN <= value <= SHORT_MAX or _INT_MIN <= value <= _INT_MAX):  # special.py
         raise InvalidValue(f"integer {value} is outside the indexable range [-2**63, 2**64)")
     return _INT_TAG + (value + _INT_OFFSET).to_bytes(_INT_WIDTH, "big")
 

@@ -124,7 +124,7 @@ class _Micros:
     def __init__(self, micros: object) -> None:
         if isinstance(micros, bool) or not isinstance(micros, int):
             raise WrongType(f"{type(self).__name__} takes integer microseconds")
-        if not -(2**63) <= micros < 2**63:
+        if not (SHORT_MIN <= micros <= SHORT_MAX or -(2**63) <= micros < 2**63):
             raise InvalidValue(f"{type(self).__name__} out of the i64 microsecond range")
         object.__setattr__(self, "micros", micros)
 
