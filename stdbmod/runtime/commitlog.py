@@ -63,7 +63,7 @@ def next_offset(txn: ReadTxn) -> int:
 
 
 def append(txn: WriteTxn, record: CommitRecord) -> None:
-    txn.put(spaces.COMMIT_LOG, encode_u64(record.offset), encode(record))
+    txn.put_last(spaces.COMMIT_LOG, encode_u64(record.offset), encode(record))
 
 
 def read(txn: ReadTxn, start: int = 0, limit: int | None = None) -> Iterator[CommitRecord]:

@@ -76,6 +76,12 @@ class WriteTxn(ReadTxn):
             self.put(space, key, value)
         return held
 
+    def put_last(self, space: str, key: bytes, value: bytes) -> None:
+        """Store `value` under `key`, which sorts after every key the space holds (a log's next
+        record). A backend may write it without searching for its place and refuse a key that
+        does not sort last (LMDB's MDB_APPEND: a StorageError, nothing written)."""
+        self.put(space, key, value)
+
     def put_many(self, space: str, items: Iterable[tuple[bytes, bytes]]) -> None:
         for key, value in items:
             self.put(space, key, value)

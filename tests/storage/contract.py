@@ -51,6 +51,23 @@ class StorageContract:
         with storage.begin_read() as r:
             assert sorted(r.scan("a")) == [(b"k", b"first"), (b"n", b"kept")]
 
+    def test_put_last_appends_and_a_child_abort_takes_it_back(self, storage: Storage) -> None:
+        storage.ensure_spaces(["log"])
+        w = storage.begin_write()
+        w.put_last("log", b"\x01", b"one")
+        w.put_last("log", b"\x02", b"two")
+        c = w.child()
+        c.put_last("log", b"\x03", b"three")
+        assert c.last("log") == (b"\x03", b"three")
+        c.abort()
+        assert w.last("log") == (b"\x02", b"two")
+        c = w.child()
+        c.put_last("log", b"\x03", b"three, kept")
+        c.commit()
+        w.commit()
+        with storage.begin_read() as r:
+            assert list(r.scan("log")) == [(b"\x01", b"one"), (b"\x02", b"two"), (b"\x03", b"three, kept")]
+
     def test_abort_discards(self, storage: Storage) -> None:
         storage.ensure_spaces(["a"])
         w = storage.begin_write()

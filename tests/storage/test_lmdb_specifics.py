@@ -159,3 +159,23 @@ def test_a_full_map_inside_a_nested_transaction_lands_nothing_of_it(tmp_path: Pa
     with s.begin_read() as r:
         assert list(r.scan("a")) == [(b"kept", b"v")]
     s.close()
+
+
+def test_put_last_refuses_a_key_that_does_not_sort_last(tmp_path: Path) -> None:
+    """The commit log's records are appended (MDB_APPEND): an offset that is not past the last
+    record would overwrite one with a plain put; here it is refused and nothing is written."""
+    s = LmdbStorage(str(tmp_path))
+    s.ensure_spaces(["log"])
+    w = s.begin_write()
+    w.put_last("log", b"\x05", b"five")
+    for key in (b"\x05", b"\x04"):
+        with pytest.raises(StorageError, match="does not sort after"):
+            w.put_last("log", key, b"other")
+    c = w.child()
+    with pytest.raises(StorageError, match="does not sort after"):
+        c.put_last("log", b"\x01", b"other")
+    c.abort()
+    w.commit()
+    with s.begin_read() as r:
+        assert list(r.scan("log")) == [(b"\x05", b"five")]
+    s.close()
