@@ -21,6 +21,9 @@ from ..types import Timestamp
 from . import schedules, spaces
 
 _SEQ_MAX: Final = (1 << 63) - 1
+Row = tuple[Any, ...]  # a row's column values
+# an index, as write_row walks it (_Plan): typed, so the compiled build unpacks it natively
+_Ix = tuple[str, tuple[int, ...], bool, str, Any, int, "frozenset[Any] | None"]
 _fast: Final = FAST_ENCODERS.get
 
 
@@ -82,10 +85,10 @@ class TxView:
             return n
         return decode_u64(known)
 
-    def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Any, row_new: Any) -> None:
+    def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Row | None, row_new: Row | None) -> None:
         raise ReadOnlyError(f"table {table.name} is read-only here: writes happen inside reducers")
 
-    def insert_row(self, table: TableDef, pk_key: bytes, new: bytes, row_new: Any) -> bytes | None:
+    def insert_row(self, table: TableDef, pk_key: bytes, new: bytes, row_new: Row) -> bytes | None:
         raise ReadOnlyError(f"table {table.name} is read-only here: writes happen inside reducers")
 
     def next_sequence(self, table: TableDef) -> int:
@@ -137,7 +140,7 @@ class Transaction(TxView):
 
     # --- rows and indexes ----------------------------------------------------------------------
 
-    def insert_row(self, table: TableDef, pk_key: bytes, new: bytes, row_new: Any) -> bytes | None:
+    def insert_row(self, table: TableDef, pk_key: bytes, new: bytes, row_new: Row) -> bytes | None:
         """Insert a row at `pk_key` with its index entries, unless a row is there: then nothing
         is written and that row's bytes are returned. One storage operation both checks and
         writes (`WriteTxn.put_new`): an insert's read of its key cost a lifecycle call ~1.5%
@@ -157,7 +160,7 @@ class Transaction(TxView):
         self._written(plan, table, txn, pk_key, row_new)
         return None
 
-    def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Any, row_new: Any) -> None:
+    def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Row | None, row_new: Row | None) -> None:
         """Replace the row at `pk_key` (old -> new; None = absent) and keep every index in step."""
         plan = _plans.get(id(table)) or _plan(table)
         if plan.scheduled and row_new is not None:
@@ -206,7 +209,7 @@ class Transaction(TxView):
                         _encoded(enc, row_old, extra)
                     k = parts(enc) if len(positions) == 1 else b"".join(parts(enc))
                     txn.delete(space, k + pk_key)
-        else:  # an insert (a table without a primary key's, or one with unique columns)
+        elif row_new is not None:  # an insert (a table without a primary key's, or one with unique columns)
             for space, key in _entries(plan, row_new, pk_key):
                 txn.put(space, key, pk_key)
         if new is None:
@@ -229,7 +232,7 @@ class Transaction(TxView):
                 if known is not None:
                     counts[plan.key] = encode_u64(decode_u64(known) + (1 if old is None else -1))
 
-    def _written(self, plan: _Plan, table: TableDef, txn: WriteTxn, pk_key: bytes, row_new: Any) -> None:
+    def _written(self, plan: _Plan, table: TableDef, txn: WriteTxn, pk_key: bytes, row_new: Row | None) -> None:
         """After a row's write: an event table's rows go before the commit, a schedule is armed."""
         if plan.event and row_new is not None:
             self.event_tables[table.name] = table
@@ -333,7 +336,7 @@ class _Plan:
         self.scheduled = table.scheduled is not None
         self.event = table.event
         self.rows = spaces.rows(table.name)
-        self.indexes = [
+        self.indexes: list[_Ix] = [
             (
                 ix.name, ix.positions, ix.unique, spaces.index(table.name, ix.name), operator.itemgetter(*ix.positions),
                 ix.positions[0] if ix.partial else -1, ix.kept if ix.only else None,
@@ -348,9 +351,9 @@ class _Plan:
         self.positions = table.indexed_positions
         # the changed columns of an update -> (the indexes over them, the columns those cover);
         # a reducer's updates change the same few columns call after call
-        self.updates: dict[frozenset[int], tuple[list[Any], tuple[int, ...]]] = {}
+        self.updates: dict[frozenset[int], tuple[list[_Ix], tuple[int, ...]]] = {}
 
-    def affected(self, changed: frozenset[int]) -> tuple[list[Any], tuple[int, ...]]:
+    def affected(self, changed: frozenset[int]) -> tuple[list[_Ix], tuple[int, ...]]:
         indexes = [ix for ix in self.indexes if not changed.isdisjoint(ix[1])]
         found = self.updates[changed] = (indexes, tuple(sorted({p for ix in indexes for p in ix[1]})))
         if len(self.updates) > 1024:  # bounded: a table has few update shapes, but who knows
