@@ -159,6 +159,9 @@ def encode_value(value: Any) -> bytes:
         return _NONE
     if t is Timestamp:
         return _micros(value)
+    if t is Identity:
+        ident: Identity = value
+        return _IDENTITY_TAG + ident.to_bytes()
     fast = _FAST.get(t) or _fast_of(t)
     if fast is not None:
         return fast(value)  # type: ignore[no-any-return]
