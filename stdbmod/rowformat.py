@@ -63,7 +63,7 @@ class RowFormat:
 
     def encode(self, values: tuple[Any, ...]) -> bytes:
         """A row's stored bytes from its column values (`msgspec.structs.astuple(row)`)."""
-        return codec.msgpack_encoder.encode(values)
+        return codec.msgpack_encoder.encode(codec.stored_values(values))
 
     def decode(self, raw: bytes) -> Any:
         """The row of stored bytes, either form."""
