@@ -6,11 +6,11 @@ from __future__ import annotations
 import contextlib
 import random
 from collections.abc import Iterator
-from typing import Any
 
 from ..errors import InvalidValue, NoSuchAttribute, SenderError
 from ..module import Module
 from ..types import ConnectionId, Identity, Timestamp
+from . import dbview
 from .dblog import LEVELS
 from .dbview import DbView, LazyDbView
 from .transaction import Transaction, TxView
@@ -78,8 +78,18 @@ class ReducerContext:
     def __repr__(self) -> str:
         return f"ReducerContext(reducer={self.reducer!r}, sender={self.sender!s}, timestamp={self.timestamp!r})"
 
-    def __getattr__(self, name: str) -> Any:
-        raise NoSuchAttribute(f"ReducerContext has no {name!r}")
+
+
+def explain(error: Exception) -> Exception:
+    """What a call's log names for an AttributeError of its reducer: `NoSuchAttribute` for a
+    name the context does not hold, `NoSuchTable` and the like for one its `db` does not
+    (`dbview.explain`), else `error` itself. The context has no `__getattr__` to raise those
+    itself: CPython sends every attribute read of an object whose class has one through a
+    slower hook, found or not (~400 instructions a read; docs/performance.md, "Fourteenth
+    round")."""
+    if type(error) is AttributeError and isinstance(error.obj, ReducerContext) and isinstance(error.name, str):
+        return NoSuchAttribute(f"ReducerContext has no {error.name!r}")
+    return dbview.explain(error)
 
 
 class ContextFactory:

@@ -23,9 +23,8 @@ from ..storage import Storage, StorageFull, WriteTxn
 from ..types import Identity
 from . import commitlog
 from .clock import Clock
-from .context import ContextFactory
+from .context import ContextFactory, explain
 from .dblog import DbLog
-from .dbview import explain
 from .jobs import Job, record_of
 from .transaction import RowCache, Transaction
 

@@ -184,6 +184,17 @@ def test_unknown_table_or_column(db: Database) -> None:
     assert "NoSuchAttribute: table item has no column or index 'kind'" in logs[-1].message
 
 
+def test_a_name_the_context_does_not_hold_is_logged_as_such(db: Database) -> None:
+    """ReducerContext has no `__getattr__` (every read of `ctx` would pay for it): the call's
+    log still names the error NoSuchAttribute, and a reducer still catches an AttributeError."""
+    from stdbmod.errors import ReducerFailed
+
+    with pytest.raises(ReducerFailed):
+        q(db, "ctx.sendr")
+    assert "NoSuchAttribute: ReducerContext has no 'sendr'" in db.logs()[-1].message
+    assert q(db, "result = getattr(ctx, 'sendr', 'fallback')") == "fallback"
+
+
 def test_a_read_view_raises_the_same_errors(db: Database) -> None:
     """A read's view makes handles on first use, the writer's all at once: the same names fail
     the same way (the writer's through the call's log, above)."""
