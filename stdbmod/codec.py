@@ -52,14 +52,20 @@ def stored_values(values: tuple[Any, ...]) -> tuple[Any, ...] | list[Any]:
     for i in range(len(values)):
         v = values[i]
         kind = type(v)
-        if kind is Timestamp or kind is TimeDuration:
-            if out is None:
-                out = list(values)
-            out[i] = cast(Timestamp, v).micros
-        elif kind is Identity or kind is ConnectionId:
-            if out is None:
-                out = list(values)
-            out[i] = cast(Identity, v).to_bytes()
+        # each type its own cast: compiled, a cast is checked (a TimeDuration is no Timestamp)
+        if kind is Timestamp:
+            stored: Any = cast(Timestamp, v).micros
+        elif kind is Identity:
+            stored = cast(Identity, v).to_bytes()
+        elif kind is TimeDuration:
+            stored = cast(TimeDuration, v).micros
+        elif kind is ConnectionId:
+            stored = cast(ConnectionId, v).to_bytes()
+        else:
+            continue
+        if out is None:
+            out = list(values)
+        out[i] = stored
     return values if out is None else out
 
 

@@ -109,3 +109,15 @@ def test_out_of_range_ints_are_refused() -> None:
         encode_value(2**64)
     with pytest.raises(ValueError):
         encode_value(-(2**63) - 1)
+
+
+# the stored format: tag 0x03, then value + 2**63 in 9 bytes big-endian (the short-range path
+# in keys._offset makes the same bytes without the addition); edges of both ranges always tried
+_EDGES = (0, -1, 2**56 - 1, 2**56, -(2**56), -(2**56) - 1, 2**62 - 1, 2**62, -(2**62), -(2**62) - 1, 2**63 - 1, -(2**63), 2**64 - 1)
+
+
+@given(st.one_of(ints, st.sampled_from(_EDGES), st.integers(min_value=-(2**62) - 2, max_value=2**62 + 1)))
+def test_int_keys_are_value_plus_2_to_63_in_9_bytes(v: int) -> None:
+    assert encode_value(v) == b"\x03" + (v + 2**63).to_bytes(9, "big")
+    if -(2**63) <= v < 2**63:
+        assert encode_value(Timestamp(v)) == encode_value(v)

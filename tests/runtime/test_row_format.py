@@ -315,3 +315,16 @@ def test_a_tagged_row_type_stored_as_a_map_reads_back() -> None:
     row = TaggedMap(1, "x")
     assert msgspec.msgpack.decode(msgpack_encoder.encode(row))["type"] == "TaggedMap"  # its old map held the tag
     assert fmt.decode(msgpack_encoder.encode(row)) == row == fmt.decode(fmt.encode(msgspec.structs.astuple(row)))
+
+
+def test_rows_store_times_and_identities_as_the_hook_does() -> None:
+    """RowFormat.encode hands msgspec the four special types already in stored form
+    (codec.stored_values); the bytes are the hook's, for each type, alone and side by side."""
+    from stdbmod import codec
+    from stdbmod.types import ConnectionId, Identity, TimeDuration, Timestamp
+
+    specials = (Timestamp(-5), TimeDuration(7), Identity.from_claims("i", "s"), ConnectionId.random())
+    for row in [(v,) for v in specials] + [(1, *specials, None, "x", [Timestamp(3)])]:
+        assert codec.msgpack_encoder.encode(codec.stored_values(row)) == codec.msgpack_encoder.encode(row)
+    plain = (1, "x", None)
+    assert codec.stored_values(plain) is plain  # nothing to change: no copy
