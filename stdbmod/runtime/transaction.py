@@ -179,8 +179,8 @@ class Transaction(TxView):
             if changed:
                 key_changed = frozenset(changed)
                 affected = plan.updates.get(key_changed) or plan.affected(key_changed)
-                enc_old = _encoded({}, row_old, affected[1])
-                enc_new = _encoded(dict(enc_old), row_new, changed)
+                enc_old = _encoded([b""] * len(row_old), row_old, affected[1])
+                enc_new = _encoded(enc_old.copy(), row_new, changed)
                 for ix_name, positions, unique, space, parts, sparse, kept in affected[0]:
                     if NATIVE:
                         old_k, new_k = _key(enc_old, positions), _key(enc_new, positions)
@@ -201,7 +201,7 @@ class Transaction(TxView):
                         raise KeyTooLarge(f"{table.name}.{ix_name}: the indexed value is too long for a key")
                     txn.put(space, key, pk_key)
         elif row_old is not None:  # a delete: every index entry goes
-            enc = _encoded({}, row_old, plan.dense_positions)
+            enc = _encoded([b""] * len(row_old), row_old, plan.dense_positions)
             for _, positions, unique, space, parts in plan.dense:
                 k = _key(enc, positions) if NATIVE else parts(enc) if len(positions) == 1 else b"".join(parts(enc))
                 txn.delete(space, k if unique else k + pk_key)
@@ -322,7 +322,7 @@ class Transaction(TxView):
 class _Plan:
     """What `write_row` needs of a table, made once: the names of its spaces, and per index
     (name, column positions, unique, space, parts, sparse, kept): `parts` takes a row's column
-    encodings (position -> bytes) to the key's one part, or to its parts in order; `sparse` is
+    encodings (a list by column position) to the key's one part, or to its parts in order; `sparse` is
     the position of a sparse or partial index's first column, -1 for the others, and `kept` the
     values a partial index has entries for (None: a sparse one's, any but None; `_kept`).
     Inserts and deletes walk `dense` and `sparse` apart (the dense indexes, most of them, pay no
@@ -380,7 +380,7 @@ def _entries(plan: _Plan, row: tuple[Any, ...], pk_key: bytes) -> list[tuple[str
     """An inserted row's index entries (space, key): every index's, a sparse or partial one's
     only for a value it keeps. Raises KeyTooLarge before anything is written."""
     entries = []
-    enc = _encoded({}, row, plan.dense_positions)
+    enc = _encoded([b""] * len(row), row, plan.dense_positions)
     for ix_name, positions, unique, space, parts in plan.dense:
         k = _key(enc, positions) if NATIVE else parts(enc) if len(positions) == 1 else b"".join(parts(enc))
         key = k if unique else k + pk_key
@@ -400,7 +400,7 @@ def _entries(plan: _Plan, row: tuple[Any, ...], pk_key: bytes) -> list[tuple[str
     return entries
 
 
-def _key(enc: dict[int, bytes], positions: tuple[int, ...]) -> bytes:
+def _key(enc: list[bytes], positions: tuple[int, ...]) -> bytes:
     """An index's key from its columns' encodings, compiled (special.NATIVE): a direct C call.
     Interpreted, the index's `parts` (an itemgetter) does it without a Python frame."""
     if len(positions) == 1:
@@ -408,8 +408,10 @@ def _key(enc: dict[int, bytes], positions: tuple[int, ...]) -> bytes:
     return b"".join([enc[p] for p in positions])
 
 
-def _encoded(enc: dict[int, bytes], row: tuple[Any, ...], positions: Iterable[int]) -> dict[int, bytes]:
-    """`enc` with the key encodings of `row`'s values at `positions` added."""
+def _encoded(enc: list[bytes], row: tuple[Any, ...], positions: Iterable[int]) -> list[bytes]:
+    """`enc` (by column position; a list, not a dict: compiled, an index is a machine read
+    where a dict's key is a boxed int and a lookup) with the key encodings of `row`'s values at
+    `positions` set."""
     if NATIVE:  # compiled (special.py): encode_value is a direct C call
         for p in positions:
             enc[p] = encode_value(row[p])
