@@ -15,7 +15,7 @@ import struct
 from typing import Any, Final
 
 from .errors import InvalidValue, SchemaError
-from .special import SHORT_MAX, SHORT_MIN
+from .special import NATIVE, SHORT_MAX, SHORT_MIN
 from .types import ConnectionId, Identity, TimeDuration, Timestamp
 
 _NONE: Final = b"\x01"
@@ -62,7 +62,9 @@ def _offset(value: int) -> bytes:
 def _int(value: int) -> bytes:
     if not (SHORT_MIN <= value <= SHORT_MAX or _INT_MIN <= value <= _INT_MAX):  # special.py
         raise InvalidValue(f"integer {value} is outside the indexable range [-2**63, 2**64)")
-    return _offset(value)
+    if NATIVE:  # compiled: `_offset` is a direct call
+        return _offset(value)
+    return _INT_TAG + (value + _INT_OFFSET).to_bytes(_INT_WIDTH, "big")  # interpreted: no second frame
 
 
 def _float(value: float) -> bytes:
@@ -108,7 +110,9 @@ def _str(v: str) -> bytes:
 
 def _micros(v: Timestamp | TimeDuration) -> bytes:
     # The classes keep micros inside the i64 range, so `_int`'s range check cannot fail here.
-    return _offset(v.micros)
+    if NATIVE:
+        return _offset(v.micros)
+    return _INT_TAG + (v.micros + _INT_OFFSET).to_bytes(_INT_WIDTH, "big")
 
 
 # The common exact types skip the isinstance chain (keys are built on every row write);

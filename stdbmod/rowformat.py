@@ -26,6 +26,7 @@ import msgspec
 
 from . import codec
 from ._mypyc import mypyc_attr
+from .special import NATIVE
 
 __all__ = ["ARRAY", "MAP", "RowFormat", "is_map"]
 
@@ -63,7 +64,9 @@ class RowFormat:
 
     def encode(self, values: tuple[Any, ...]) -> bytes:
         """A row's stored bytes from its column values (`msgspec.structs.astuple(row)`)."""
-        return codec.msgpack_encoder.encode(codec.stored_values(values))
+        if NATIVE:  # special.py: compiled, handing msgspec its own types is quicker than its hook
+            return codec.msgpack_encoder.encode(codec.stored_values(values))
+        return codec.msgpack_encoder.encode(values)  # interpreted, the loop costs more than it saves
 
     def decode(self, raw: bytes) -> Any:
         """The row of stored bytes, either form."""
