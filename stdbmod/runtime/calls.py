@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import msgspec
 
@@ -28,21 +28,49 @@ from .writer import MAX_BATCH, Done, Waiter, Writer
 _BAD_VALUE: Final = (msgspec.MsgspecError, OverflowError, NotImplementedError, TypeError, UnicodeEncodeError)
 
 
+class _Plan:
+    """What `Calls.job` reads of a reducer's `ReducerDef`, as native attributes: the interpreted
+    class's are each a generic attribute read (`client_callable` a property's frame), ~10 a call
+    (docs/performance.md, "Fourteenth round"). Made on the reducer's first call; checked against
+    the module's `ReducerDef` on every call, so a module changed since is planned again."""
+
+    def __init__(self, r: ReducerDef) -> None:
+        self.r = r
+        self.client_callable = r.client_callable
+        self.spread = r.spread
+        self.params = len(r.params)
+        self.exact_types = r.exact_types
+        self.required = r.required
+        self.defaults = r.defaults
+
+
 class Calls:
     def __init__(self, module: Module, owner: Identity, writer: Writer, procedure_pool: Callable[[], Any]) -> None:
         self.module = module
         self.owner = owner
         self.writer = writer
         self._procedure_pool = procedure_pool  # made on first use (runtime/procedures.py)
+        self._plans: dict[str, _Plan] = {}
 
     def reducer(self, name: str, sender: Identity | None = None) -> ReducerDef:
         """The reducer `name` as `sender` may call it: a client-callable one, or, for the owner
         (SpacetimeDB 2.x: private functions), a scheduled one too (its argument is a row of its
         table; the row is not looked up nor deleted). A lifecycle reducer is refused with
         LifecycleCall (400); anything else, NoSuchReducer (404). `sender` None: as a client."""
+        return self._plan(name, sender).r
+
+    def _plan(self, name: str, sender: Identity | None) -> _Plan:
         r = self.module.reducers.get(name)
-        if r is not None and (r.client_callable or (sender is not None and sender == self.owner)):
-            return r
+        if r is None:
+            self._refuse(name, None)
+        p = self._plans.get(name)
+        if p is None or p.r is not r:
+            p = self._plans[name] = _Plan(r)
+        if p.client_callable or (sender is not None and sender == self.owner):
+            return p
+        self._refuse(name, r)
+
+    def _refuse(self, name: str, r: ReducerDef | None) -> NoReturn:
         if r is None:
             kind = self.module.lifecycle_kind(name)
             if kind is not None:
@@ -61,12 +89,13 @@ class Calls:
         to the reducer as a tuple (a typed spread reducer's Struct: as it is). `sender` and
         `connection_id` are the caller's, checked here (typed `object`: compiled, a parameter
         typed Identity would refuse anything else with a TypeError of its own)."""
-        r = self.reducer(name, sender if isinstance(sender, Identity) else None)
+        p = self._plan(name, sender if isinstance(sender, Identity) else None)
+        r = p.r
         call_args = args
-        if r.spread is not None and len(args) == 1 and type(args[0]) is r.spread:
+        if p.spread is not None and len(args) == 1 and type(args[0]) is p.spread:
             args = msgspec.structs.astuple(args[0])  # one instance of a spread reducer's Struct
-        if not typed or len(args) != len(r.params):  # fewer take the defaults, more are refused: the check's work
-            as_is = None if decoded is not None else _as_is(r, args)
+        if not typed or len(args) != p.params:  # fewer take the defaults, more are refused: the check's work
+            as_is = None if decoded is not None else _as_is(p, args)
             if as_is is not None:
                 args = call_args = as_is
             else:
@@ -145,7 +174,7 @@ def _is_procedure(job: Job) -> bool:
     return isinstance(job, CallJob) and job.reducer_def is not None and job.reducer_def.procedure
 
 
-def _as_is(r: ReducerDef, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+def _as_is(r: _Plan, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """`args` with the defaults of the parameters not given, if msgspec's conversion would
     return every value unchanged; None if they need it (or are too few or too many: its error)."""
     exact = r.exact_types

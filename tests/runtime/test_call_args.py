@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stdbmod import ArgumentError, Database, Identity, Module, ReducerContext
-from stdbmod.runtime.calls import _as_is, encode_args
+from stdbmod.runtime.calls import _as_is, _Plan, encode_args
 from stdbmod.schema import ReducerDef
 from stdbmod.types import Timestamp
 
@@ -44,7 +44,7 @@ def reducers(draw: st.DrawFn) -> ReducerDef:
 @settings(max_examples=400, deadline=None)
 @given(reducers(), st.lists(VALUES, max_size=5))
 def test_unconverted_arguments_are_what_the_conversion_makes(r: ReducerDef, args: list[Any]) -> None:
-    fast = _as_is(r, tuple(args))
+    fast = _as_is(_Plan(r), tuple(args))
     if fast is None:
         return  # the conversion's work
     converted = msgspec.structs.astuple(msgspec.convert(args, r.args_type))
@@ -65,10 +65,10 @@ def _logged(args: tuple[Any, ...]) -> bytes | str:
 def test_the_common_calls_skip_the_conversion() -> None:
     """What the property above could pass by never taking the short way: it is taken."""
     r = ReducerDef("r", _noop, "reducer", [("a", str, inspect.Parameter.empty), ("b", int | None, None), ("c", Any, None)])
-    assert _as_is(r, ("x",)) == ("x", None, None)
-    assert _as_is(r, ("x", 3, {"k": [1]})) == ("x", 3, {"k": [1]})
-    assert _as_is(r, ("x", True)) is None  # a bool is not an int: the conversion refuses it
-    assert _as_is(r, ()) is None  # too few: the conversion says which is missing
+    assert _as_is(_Plan(r), ("x",)) == ("x", None, None)
+    assert _as_is(_Plan(r), ("x", 3, {"k": [1]})) == ("x", 3, {"k": [1]})
+    assert _as_is(_Plan(r), ("x", True)) is None  # a bool is not an int: the conversion refuses it
+    assert _as_is(_Plan(r), ()) is None  # too few: the conversion says which is missing
 
 
 def test_a_string_that_cannot_be_utf8_is_an_argument_error(tmp_path: Path) -> None:
