@@ -9,7 +9,8 @@ count does not, so this is the figure to compare before and after a change to th
     python bench/instructions.py --subscribers 100   # with 100 live subscribers the calls never touch
     python bench/instructions.py --batched  # the lifecycle through call_many of 100 (group commit)
 
-It runs N and N + 1000 lifecycles (enqueue, claim, complete; fsync off) and divides the
+Each run's string hashes are seeded alike (PYTHONHASHSEED=0, unless set): a count is then the
+same to a few instructions from run to run (~1,000 apart with random seeds). It runs N and N + 1000 lifecycles (enqueue, claim, complete; fsync off) and divides the
 difference by the 3,000 calls, so start-up and imports cancel out. `--empty` does the same with
 3 calls of an empty reducer per round (no arguments, no rows, so no commit record).
 `--batched` runs each step of 100 lifecycles as one `call_many` (one batch, one commit, each call
@@ -80,7 +81,9 @@ def instructions(tree: str, lifecycles: int, program: str = _LIFECYCLES, subscri
         script = os.path.join(d, "lifecycles.py")
         with open(script, "w") as f:
             f.write(program)
-        env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
+        # one hash seed: str hashes decide where dict entries land and so how many probes a
+        # lookup takes; seeded at random, counts of one tree moved by ~1,000 between runs
+        env = {"PYTHONHASHSEED": "0", **os.environ, "PYTHONPATH": os.path.abspath(tree)}
         out = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={os.path.join(d, 'cg.out')}", sys.executable, script, str(lifecycles), str(subscribers)],
             env=env, capture_output=True, text=True, check=True,
