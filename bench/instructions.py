@@ -10,7 +10,9 @@ count does not, so this is the figure to compare before and after a change to th
     python bench/instructions.py --batched  # the lifecycle through call_many of 100 (group commit)
 
 Each run's string hashes are seeded alike (PYTHONHASHSEED=0, unless set): a count is then the
-same to a few instructions from run to run (~1,000 apart with random seeds). It runs N and N + 1000 lifecycles (enqueue, claim, complete; fsync off) and divides the
+same to a few instructions from run to run (~1,000 apart with random seeds).
+
+It runs N and N + 1000 lifecycles (enqueue, claim, complete; fsync off) and divides the
 difference by the 3,000 calls, so start-up and imports cancel out. `--empty` does the same with
 3 calls of an empty reducer per round (no arguments, no rows, so no commit record).
 `--batched` runs each step of 100 lifecycles as one `call_many` (one batch, one commit, each call
