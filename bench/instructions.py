@@ -78,22 +78,30 @@ db.close()
 """
 
 
-def instructions(tree: str, lifecycles: int, program: str = _LIFECYCLES, subscribers: int = 0) -> int:
+def counted(args: list[str], tree: str | None = None) -> int:
+    """The instructions of `python *args` (every thread's), counted by callgrind; `tree` on
+    PYTHONPATH. One hash seed: str hashes decide where dict entries land and so how many probes
+    a lookup takes; seeded at random, counts of one tree moved by ~1,000 between runs."""
+    env = {"PYTHONHASHSEED": "0", **os.environ}
+    if tree is not None:
+        env["PYTHONPATH"] = os.path.abspath(tree)
     with tempfile.TemporaryDirectory() as d:
-        script = os.path.join(d, "lifecycles.py")
-        with open(script, "w") as f:
-            f.write(program)
-        # one hash seed: str hashes decide where dict entries land and so how many probes a
-        # lookup takes; seeded at random, counts of one tree moved by ~1,000 between runs
-        env = {"PYTHONHASHSEED": "0", **os.environ, "PYTHONPATH": os.path.abspath(tree)}
         out = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={os.path.join(d, 'cg.out')}", sys.executable, script, str(lifecycles), str(subscribers)],
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={os.path.join(d, 'cg.out')}", sys.executable, *args],
             env=env, capture_output=True, text=True, check=True,
         ).stderr
     m = re.search(r"Collected : (\d+)", out)
     if m is None:
         raise RuntimeError(f"no instruction count in valgrind's output:\n{out[-2000:]}")
     return int(m.group(1))
+
+
+def instructions(tree: str, lifecycles: int, program: str = _LIFECYCLES, subscribers: int = 0) -> int:
+    with tempfile.TemporaryDirectory() as d:
+        script = os.path.join(d, "lifecycles.py")
+        with open(script, "w") as f:
+            f.write(program)
+        return counted([script, str(lifecycles), str(subscribers)], tree)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import sys
 import tempfile
 from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
 SPACES = (
     "seq", "t/task", "t/attempt", "log", "i/task/created_at", "i/task/queue", "i/task/job_type", "i/task/status",
@@ -93,15 +95,9 @@ def run(layout: str, lifecycles: int) -> None:
 
 
 def count(layout: str, lifecycles: int) -> int:
-    with tempfile.TemporaryDirectory() as d:
-        out = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={os.path.join(d, 'cg.out')}", sys.executable, __file__, "--run", layout, str(lifecycles)],
-            capture_output=True, text=True, check=True,
-        ).stderr  # fmt: skip
-    m = re.search(r"Collected : (\d+)", out)
-    if m is None:
-        raise RuntimeError(f"no instruction count in valgrind's output:\n{out[-2000:]}")
-    return int(m.group(1))
+    from bench.instructions import counted
+
+    return counted([__file__, "--run", layout, str(lifecycles)])
 
 
 def main(argv: list[str] | None = None) -> int:
