@@ -79,7 +79,6 @@ class ReducerContext:
         return f"ReducerContext(reducer={self.reducer!r}, sender={self.sender!s}, timestamp={self.timestamp!r})"
 
 
-
 def explain(error: Exception) -> Exception:
     """What a call's log names for an AttributeError of its reducer: `NoSuchAttribute` for a
     name the context does not hold, `NoSuchTable` and the like for one its `db` does not
