@@ -161,13 +161,19 @@ class _Tracked:
     future: Future[Any] | None = None
     done: bool = False
 
-    def committed_at(self, offset: int) -> bool:
-        """Whether `offset`'s record is this call's. Its future is resolved before the record
-        reaches the hub, unless the hub got there before `submit` returned it (then None)."""
-        if self.done or self.job.offset != offset:
+    def is_record_of(self, record: CommitRecord) -> bool:
+        """Whether `record` is this call's commit. The hub can read a record before the writer
+        resolves the call's future (the record is in the log once committed; the writer tells
+        its callers after), or before `submit` returned the future at all: then the record is
+        this call's if it is this job's run (its offset, timestamp and reducer). A future
+        resolved with an error says the run at that offset did not commit."""
+        job = self.job
+        if self.done or job.offset != record.offset:
             return False
         fut = self.future
-        return fut is None or (fut.done() and fut.exception() is None)
+        if fut is not None and fut.done():
+            return fut.exception() is None
+        return job.timestamp is not None and job.timestamp.micros == record.timestamp and job.reducer == record.reducer
 
 
 class Subscription:
@@ -447,7 +453,7 @@ class Hub:
             self._fan_out(record)
 
     def _fan_out(self, record: CommitRecord) -> None:
-        caller = next((t for t in self._tracked if t.committed_at(record.offset)), None) if self._tracked else None
+        caller = next((t for t in self._tracked if t.is_record_of(record)), None) if self._tracked else None
         readers: dict[Subscription, None] = {}
         by_table = self._by_table
         for c in record.changes:
