@@ -165,8 +165,10 @@ class Transaction(TxView):
         plan = _plans.get(id(table)) or _plan(table)
         if plan.scheduled and row_new is not None:
             schedules.check_delay(table, row_new, self.timestamp)  # before any of the write
-        txn = self.wtxn
-        self._changed(plan, pk_key, old, new)
+        # Every index key is made (and its length checked) before anything is written or noted,
+        # so that a write refused with KeyTooLarge leaves nothing behind, for a reducer that
+        # catches it and goes on: (space, key to delete or None, key to put or None).
+        moves: list[tuple[str, bytes | None, bytes | None]] = []
         if row_old is not None and row_new is not None:
             # an update: only the indexes over columns whose values changed (most of them keep
             # their keys). A column's value is the same if identical, or of one type and equal
@@ -192,15 +194,18 @@ class Transaction(TxView):
                         continue
                     # a sparse or partial index (sparse: its first column's position) has an
                     # entry only while that column holds a value it keeps: it comes and goes
-                    if sparse < 0 or _kept(row_old, sparse, kept):
-                        txn.delete(space, old_k if unique else old_k + pk_key)
-                    if sparse >= 0 and not _kept(row_new, sparse, kept):
-                        continue
-                    key = new_k if unique else new_k + pk_key
-                    if len(key) > MAX_KEY_SIZE:
-                        raise KeyTooLarge(f"{table.name}.{ix_name}: the indexed value is too long for a key")
-                    txn.put(space, key, pk_key)
-        elif row_old is not None:  # a delete: every index entry goes
+                    gone = (old_k if unique else old_k + pk_key) if sparse < 0 or _kept(row_old, sparse, kept) else None
+                    came = None
+                    if sparse < 0 or _kept(row_new, sparse, kept):
+                        came = new_k if unique else new_k + pk_key
+                        if len(came) > MAX_KEY_SIZE:
+                            raise KeyTooLarge(f"{table.name}.{ix_name}: the indexed value is too long for a key")
+                    moves.append((space, gone, came))
+        elif row_new is not None:  # an insert (a table without a primary key's, or one with unique columns)
+            moves = [(space, None, key) for space, key in _entries(plan, row_new, pk_key)]
+        txn = self.wtxn
+        self._changed(plan, pk_key, old, new)
+        if row_old is not None and row_new is None:  # a delete: every index entry goes
             enc = _encoded([b""] * len(row_old), row_old, plan.dense_positions)
             for _, positions, unique, space, parts in plan.dense:
                 k = _key(enc, positions) if NATIVE else parts(enc) if len(positions) == 1 else b"".join(parts(enc))
@@ -211,9 +216,11 @@ class Transaction(TxView):
                         _encoded(enc, row_old, extra)
                     k = _key(enc, positions) if NATIVE else parts(enc) if len(positions) == 1 else b"".join(parts(enc))
                     txn.delete(space, k + pk_key)
-        elif row_new is not None:  # an insert (a table without a primary key's, or one with unique columns)
-            for space, key in _entries(plan, row_new, pk_key):
-                txn.put(space, key, pk_key)
+        for space, gone, came in moves:
+            if gone is not None:
+                txn.delete(space, gone)
+            if came is not None:
+                txn.put(space, came, pk_key)
         if new is None:
             txn.delete(plan.rows, pk_key)
         else:

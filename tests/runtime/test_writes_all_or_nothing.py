@@ -1,7 +1,8 @@
-"""An insert into a table whose only unique column is its primary key checks the key and writes
-the row in one storage operation (`Transaction.insert_row`, `WriteTxn.put_new`). What a refused
-insert leaves must be what a read-then-write left: nothing at all, even when the reducer catches
-the error and goes on."""
+"""A refused write leaves nothing, even when the reducer catches the error and goes on: every
+index key is made and checked before any is written. An insert into a table whose only unique
+column is its primary key also checks the key and writes the row in one storage operation
+(`Transaction.insert_row`, `WriteTxn.put_new`); an update moves its index entries only once
+all of them are known (`Transaction.write_row`)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,15 @@ def insert_caught(ctx: ReducerContext, id: int, tag: str, body: str) -> str:
 
 
 @m.reducer
+def update_caught(ctx: ReducerContext, id: int, tag: str, body: str) -> str:
+    try:
+        ctx.db.note.id.update(Note(id, tag, body))
+    except KeyTooLarge as e:
+        return type(e).__name__
+    return "updated"
+
+
+@m.reducer
 def count(ctx: ReducerContext) -> Any:
     return [ctx.db.note.count(), len(list(ctx.db.note.tag.filter("t"))), len(list(ctx.db.note.iter()))]
 
@@ -60,3 +70,14 @@ def test_a_taken_key_writes_nothing_and_an_equal_row_is_a_no_op(db: Database) ->
     assert db.check_integrity() == []
     assert db.call("insert_caught", 0, "t", "second", sender=OWNER) == "inserted"  # auto_inc moved past it
     assert db.call("count", sender=OWNER) == [2, 2, 2]
+
+
+def test_an_update_with_a_key_too_long_moves_no_entry(db: Database) -> None:
+    """Both indexed columns change; the second is too long: the first's entry stays where it was."""
+    assert db.call("update_caught", 1, "u", "x" * 600, sender=OWNER) == "KeyTooLarge"
+    assert db.call("count", sender=OWNER) == [1, 1, 1]  # still under tag "t"
+    assert db.check_integrity() == []
+    assert db.commit_log()[-1].reducer != "update_caught"  # the call changed nothing: no record
+    assert db.call("update_caught", 1, "u", "second", sender=OWNER) == "updated"
+    assert db.call("count", sender=OWNER) == [1, 0, 1]
+    assert db.check_integrity() == []
