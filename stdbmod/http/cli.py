@@ -17,7 +17,7 @@ from .serve import serve
 @click.command("serve")
 @click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False), help="The database directory (created and published when empty).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
-@click.option("--port", default=3000, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
+@click.option("--port", default=3000, show_default=True, type=click.IntRange(0, 65535), help="Port to bind (0: a free one; the server prints it).")
 @click.option(
     "--owner-token", envvar="STDBMOD_OWNER_TOKEN", default=None,
     help="When publishing, the owner is this token's identity (default: the CLI's identity; a token for it goes to DATA/owner.token).",

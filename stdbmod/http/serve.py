@@ -157,6 +157,10 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _url(host: str, sock: socket.socket) -> str:
+    return f"http://[{host}]:{sock.getsockname()[1]}" if ":" in host else f"http://{host}:{sock.getsockname()[1]}"
+
+
 # --- serving --------------------------------------------------------------------------------------
 
 
@@ -207,8 +211,10 @@ def serve(
         if metrics_socket is not None:
             metrics_socket.close()
         raise
+    # the bound port, so `--port 0` (a port the kernel picks, free by construction) can be found
+    print(f"stdbmod: listening on {_url(host, sock)}", file=sys.stderr)
     if metrics_socket is not None:
-        print(f"stdbmod: metrics without a token on http://{metrics_port_.LOOPBACK}:{metrics_socket.getsockname()[1]}/metrics", file=sys.stderr)
+        print(f"stdbmod: metrics without a token on {_url(metrics_port_.LOOPBACK, metrics_socket)}/metrics", file=sys.stderr)
 
     panicked = threading.Event()
     server: uvicorn.Server | None = None

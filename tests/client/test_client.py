@@ -47,7 +47,7 @@ from stdbmod.client import (
     calls,
 )
 from stdbmod.errors import StdbError
-from tests.http.servers import free_port
+from tests.http.servers import refused_port
 
 from .conftest import World
 
@@ -141,7 +141,7 @@ def test_errors_carry_the_servers_status_and_message_under_one_root(world: World
 
 
 def test_no_server_is_a_transport_error() -> None:
-    with Client(f"http://127.0.0.1:{free_port()}", "t", timeout=5) as c:
+    with refused_port() as port, Client(f"http://127.0.0.1:{port}", "t", timeout=5) as c:
         with pytest.raises(TransportError) as e:
             c.ping()
     assert e.value.status_code is None and isinstance(e.value, ConnectionError) and isinstance(e.value.__cause__, httpx.ConnectError)

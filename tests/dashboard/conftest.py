@@ -6,23 +6,24 @@ from typing import Any
 
 import pytest
 
-from tests.http.servers import Server, free_port, start_server
+from tests.http.servers import METRICS_LISTENING, Server, announced_port, start_server
 
 from .browser import ARGS, CHROMIUM, TIMEOUT_MS, require_browser, screenshots_dir
 
 
 @pytest.fixture(scope="module")
-def metrics_port() -> int:
-    return free_port()
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, metrics_port: int) -> Iterator[Server]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A real `stdbmod serve` (the built-in task-retry module), with the open metrics port."""
-    s = start_server(tmp_path_factory.mktemp("dash") / "data", None, "--metrics-port", str(metrics_port))
+    s = start_server(tmp_path_factory.mktemp("dash") / "data", None, "--metrics-port", "0")
     yield s
     assert s.stop() == 0
     assert "Traceback" not in s.output(), s.output()
+
+
+@pytest.fixture(scope="module")
+def metrics_port(server: Server) -> int:
+    """The port `--metrics-port 0` took, as the server printed it."""
+    return announced_port(server.log, lambda: server.proc.poll() is None, METRICS_LISTENING)
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from stdbmod.client import Client
 from stdbmod.http.app import create_app
 from stdbmod.local.tokens import SigningKey
 from stdbmod.retry import create_retry_module
-from tests.http.servers import Server, ThreadServer, bearer, env, free_port, new_identity
+from tests.http.servers import Server, ThreadServer, bearer, env, new_identity
 
 J = "/api:job-retry"
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -233,7 +233,7 @@ def test_the_metrics_port_is_open_on_loopback_only(server: Server, metrics_port:
 
 def test_a_metrics_port_in_use_is_one_clear_error(server: Server, metrics_port: int, tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "stdbmod.http", "--data", str(tmp_path / "data"), "--port", str(free_port()), "--metrics-port", str(metrics_port)],
+        [sys.executable, "-m", "stdbmod.http", "--data", str(tmp_path / "data"), "--port", "0", "--metrics-port", str(metrics_port)],
         env=env(tmp_path / "home"), capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 2

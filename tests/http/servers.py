@@ -4,14 +4,17 @@ writer). Both listen on 127.0.0.1 and speak real HTTP."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,10 +26,49 @@ ROOT = Path(__file__).resolve().parents[2]
 STARTUP_DEADLINE = 30.0
 
 
-def free_port() -> int:
+@contextmanager
+def refused_port() -> Iterator[int]:
+    """A loopback port nothing listens on while the block runs: bound and held, never listened
+    on, so a connection is refused and no other process (another suite beside this one) can take it."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        yield int(s.getsockname()[1])
+
+
+def loopback_socket() -> socket.socket:
+    """A listening socket on a free loopback port. A port that is picked, closed and then bound
+    again may be taken in between by another process (CI runs two suites side by side), and
+    a test would then talk to that process: bind once and keep it."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(128)
+    return s
+
+
+LISTENING = re.compile(r"stdbmod: listening on http://[^\s]+:(\d+)$", re.M)
+METRICS_LISTENING = re.compile(r"stdbmod: metrics without a token on http://[^\s]+:(\d+)/metrics$", re.M)
+
+
+def announced_port(log: Path, alive: Callable[[], bool], pattern: re.Pattern[str] = LISTENING) -> int:
+    """The port a server started with `--port 0` took, from the line it prints (a bounded wait
+    for it to write). Servers of tests take port 0: the kernel picks a port that is free, with
+    no gap between picking and binding for another process to take it."""
+    deadline = time.monotonic() + STARTUP_DEADLINE
+    while time.monotonic() < deadline:
+        found = pattern.search(log.read_text(errors="replace"))
+        if found:
+            return int(found[1])
+        if not alive():
+            raise RuntimeError(f"the server exited during startup:\n{log.read_text(errors='replace')}")
+        time.sleep(0.05)
+    raise RuntimeError(f"the server did not say its port within {STARTUP_DEADLINE}s:\n{log.read_text(errors='replace')}")
+
+
+def serving(log: Path, alive: Callable[[], bool]) -> str:
+    """The base URL of a server started with `--port 0` once it answers."""
+    base = f"http://127.0.0.1:{announced_port(log, alive)}"
+    wait_ready(base, alive, log)
+    return base
 
 
 def env(home: Path | None = None) -> dict[str, str]:
@@ -92,6 +134,9 @@ class Server:
         raise AssertionError(f"none of {needles} in the server's output:\n{self.output()}")
 
 
+_STARTS = itertools.count(1)
+
+
 def start_server(
     data: Path, module: str | None = None, *args: str, wait: bool = True, port: int | None = None, home: Path | None = None,
     preexec_fn: Callable[[], None] | None = None,
@@ -99,17 +144,17 @@ def start_server(
     """`python -m stdbmod.http --data DATA` on a free port; the CLI's identity (the owner of what
     it publishes) lives in `home`, by default next to DATA. `preexec_fn` runs in the child before
     the server starts (to lower a resource limit, say)."""
-    port = port or free_port()
     home = home or data.parent / f"{data.name}-home"
-    log = data.parent / f"{data.name}-server-{port}.log"
-    cmd = [sys.executable, "-m", "stdbmod.http", "--data", str(data), "--port", str(port), "--log-level", "warning", *args]
+    log = data.parent / f"{data.name}-server-{next(_STARTS)}.log"
+    cmd = [sys.executable, "-m", "stdbmod.http", "--data", str(data), "--port", str(port or 0), "--log-level", "warning", *args]
     if module:
         cmd.append(module)
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env(home), cwd=ROOT, preexec_fn=preexec_fn)
-    server = Server(proc, data, port, log)
+    server = Server(proc, data, port or 0, log)
     if wait:
         try:
+            server.port = announced_port(log, lambda: proc.poll() is None)
             wait_ready(server.base, lambda: proc.poll() is None, log)
         except BaseException:
             server.stop(signal.SIGKILL)
@@ -122,16 +167,20 @@ class ThreadServer:
     """uvicorn serving `app` on a loopback port from a thread of this process."""
 
     app: Any
-    port: int = field(default_factory=free_port)
+    _socket: socket.socket = field(default_factory=loopback_socket)
+
+    @property
+    def port(self) -> int:
+        return int(self._socket.getsockname()[1])
 
     @property
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> ThreadServer:
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+        config = uvicorn.Config(self.app, log_level="warning", lifespan="on")
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
         self._thread.start()
         wait_ready(self.base, self._thread.is_alive)
         return self
@@ -139,6 +188,7 @@ class ThreadServer:
     def __exit__(self, *exc: object) -> None:
         self._server.should_exit = True
         self._thread.join(20)
+        self._socket.close()
 
 
 # --- identities and roles over HTTP ----------------------------------------------------------------

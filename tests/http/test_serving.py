@@ -20,7 +20,7 @@ from stdbmod.local.tokens import load_or_create_key
 from stdbmod.retry import create_retry_module
 from stdbmod.runtime import Database
 
-from .servers import ROOT, Roles, bearer, env, free_port, new_identity, start_server, wait_ready
+from .servers import ROOT, Roles, bearer, env, new_identity, serving, start_server
 
 
 def _run(module: str, *args: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -175,7 +175,7 @@ def test_serving_what_the_cli_published(tmp_path: Path) -> None:
     ],
 )
 def test_startup_errors_are_one_line_and_exit_2(data_dir: Path, args: list[str], message: str) -> None:
-    run = _serve("--data", str(data_dir), "--port", str(free_port()), *args)
+    run = _serve("--data", str(data_dir), "--port", "0", *args)
     assert run.returncode == 2, run.stderr
     assert run.stderr.startswith("error: ") and message in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
@@ -184,14 +184,14 @@ def test_startup_errors_are_one_line_and_exit_2(data_dir: Path, args: list[str],
 def test_a_database_of_another_module_is_refused(data_dir: Path) -> None:
     server = start_server(data_dir)
     server.stop()
-    run = _serve("--data", str(data_dir), "--port", str(free_port()), "stdbmod.examples.bank")
+    run = _serve("--data", str(data_dir), "--port", "0", "stdbmod.examples.bank")
     assert run.returncode == 2 and run.stderr.startswith("error: ") and len(run.stderr.strip().splitlines()) == 1
 
 
 def test_a_key_others_can_read_is_refused(data_dir: Path) -> None:
     load_or_create_key(data_dir)
     os.chmod(data_dir / "jwt.key", 0o640)
-    run = _serve("--data", str(data_dir), "--port", str(free_port()))
+    run = _serve("--data", str(data_dir), "--port", "0")
     assert run.returncode == 2 and "chmod 600" in run.stderr
 
 
@@ -201,17 +201,16 @@ def test_bad_options_are_usage_errors(data_dir: Path) -> None:
 
 
 def test_a_storage_panic_makes_the_server_exit_nonzero(tmp_path: Path) -> None:
-    data, trigger, port = tmp_path / "data", tmp_path / "PANIC", free_port()
+    data, trigger = tmp_path / "data", tmp_path / "PANIC"
     log = tmp_path / "panic.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).with_name("panicky_serve.py")), str(trigger)]
-            + ["--data", str(data), "--port", str(port), "--log-level", "warning"],
+            + ["--data", str(data), "--port", "0", "--log-level", "warning"],
             stdout=out, stderr=subprocess.STDOUT, env=env(tmp_path / "home"), cwd=ROOT,
         )
     try:
-        base = f"http://127.0.0.1:{port}"
-        wait_ready(base, lambda: proc.poll() is None, log)
+        base = serving(log, lambda: proc.poll() is None)
         token = (data / "owner.token").read_text().strip()
         assert httpx.post(f"{base}/api:job-retry/jobs", json={"job_type": "a"}, headers=bearer(token)).status_code == 200
         trigger.touch()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from .jobs import Jobs
-from .servers import Roles, Server, free_port, start_server
+from .servers import Roles, Server, refused_port, start_server
 
 pytestmark = pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq") and shutil.which("bash")), reason="needs bash, curl and jq")
 
@@ -97,5 +97,6 @@ def test_the_loop_pauses_on_a_failed_claim_instead_of_failing_job_null(server: S
 def test_the_loop_pauses_when_the_server_does_not_answer(tmp_path: Path) -> None:
     script = tmp_path / "worker.sh"
     script.write_text(SCRIPT)
-    run = subprocess.run(["bash", str(script), f"http://127.0.0.1:{free_port()}", "token"], capture_output=True, text=True, timeout=120)
+    with refused_port() as port:
+        run = subprocess.run(["bash", str(script), f"http://127.0.0.1:{port}", "token"], capture_output=True, text=True, timeout=120)
     assert (run.returncode, run.stderr) == (CLAIM_FAILED, "claim failed: no answer\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import psycopg
 
 from stdbmod.local import place
 from stdbmod.storage.postgres.coordination import LEADER_CLASS
-from tests.http.servers import ROOT, env, free_port, wait_ready
+from tests.http.servers import ROOT, announced_port, env, wait_ready
 from tests.postgres import server
 
 
@@ -47,16 +48,19 @@ class Node:
                 self.kill()
 
 
+_STARTS = itertools.count(1)
+
+
 def start_node(url: str, home: Path, *, wait: bool = True) -> Node:
-    port = free_port()
-    log = home.parent / f"node-{port}.log"
+    log = home.parent / f"node-{home.name}-{next(_STARTS)}.log"
     home.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "stdbmod.http", "--data", url, "--port", str(port), "--log-level", "warning"]
+    cmd = [sys.executable, "-m", "stdbmod.http", "--data", url, "--port", "0", "--log-level", "warning"]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env(home), cwd=ROOT)
-    node = Node(proc, port, log)
+    node = Node(proc, 0, log)
     if wait:
         try:
+            node.port = announced_port(log, node.alive)
             wait_ready(node.base, node.alive, log)
         except BaseException:
             node.kill()

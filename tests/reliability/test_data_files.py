@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests.cli.conftest import cli_env
-from tests.http.servers import bearer, env, free_port, start_server, wait_ready
+from tests.http.servers import bearer, env, serving, start_server
 
 
 def _modes(root: Path) -> dict[str, int]:
@@ -112,18 +112,16 @@ def test_a_full_disk_is_said_as_no_space_left_over_http(tmp_path: Path) -> None:
     token = (data / "owner.token").read_text().strip()
     mnt = tmp_path / "small"
     mnt.mkdir()
-    port = free_port()
     q = shlex.quote
     script = (
         f"mount -t tmpfs -o size=1m tmpfs {q(str(mnt))} && cp -a {q(str(data))} {q(str(mnt / 'd'))} && "
-        f"exec {q(sys.executable)} -m stdbmod.http --data {q(str(mnt / 'd'))} --port {port} --log-level warning"
+        f"exec {q(sys.executable)} -m stdbmod.http --data {q(str(mnt / 'd'))} --port 0 --log-level warning"
     )
     log = tmp_path / "server.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(["unshare", "-m", "sh", "-c", script], stdout=out, stderr=subprocess.STDOUT, env=env(home))
-    base = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(base, lambda: proc.poll() is None, log)
+        base = serving(log, lambda: proc.poll() is None)
         # incompressible: the commit log compresses big records (a run of one letter is nothing)
         big = {"job_type": "big", "payload": {"blob": base64.b64encode(os.urandom(675_000)).decode()}}
         r = httpx.post(base + "/api:job-retry/jobs", json=big, headers=bearer(token), timeout=30)

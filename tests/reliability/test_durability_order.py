@@ -17,7 +17,7 @@ import pytest
 
 from stdbmod import Database, ManualClock
 from stdbmod.local.tokens import load_or_create_key
-from tests.http.servers import free_port, wait_ready
+from tests.http.servers import serving
 
 from .faults import Fixture, eatmydata_problem, env, needs_strace, parse, run
 from .ordering import Event, Verdict, violations
@@ -73,14 +73,14 @@ def _http_server_trace(tmp_path: Path, prefix: tuple[str, ...], requests: int = 
     key = load_or_create_key(data)
     owner = key.claims("owner")
     Database.create(data, make_module("retry"), owner=owner.identity).close()  # published before tracing
-    port = free_port()
     log = tmp_path / "server.trace"
+    out = tmp_path / "server.log"
     cmd = ["strace", "-f", "-qq", "-s", "64", "-o", str(log), "-e", f"trace={','.join(HTTP_TRACED)}", *prefix,
-           sys.executable, "-m", "stdbmod.http", "--data", str(data), "--port", str(port), "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+           sys.executable, "-m", "stdbmod.http", "--data", str(data), "--port", "0", "--log-level", "warning"]
+    with open(out, "wb") as output:
+        proc = subprocess.Popen(cmd, env=env(), stdout=output, stderr=subprocess.STDOUT)
     try:
-        base = f"http://127.0.0.1:{port}"
-        wait_ready(base, lambda: proc.poll() is None)
+        base = serving(out, lambda: proc.poll() is None)
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key.issue_token(owner)}"}, timeout=30) as client:
             for i in range(requests):
                 r = client.post("/api:job-retry/jobs", json={"job_type": "durable", "payload": {"i": i}})

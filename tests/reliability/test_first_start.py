@@ -26,7 +26,7 @@ from click.testing import CliRunner
 
 from stdbmod.cli import cli
 from stdbmod.http.serve import start
-from tests.http.servers import env, free_port, wait_ready
+from tests.http.servers import env, serving
 
 from .faults import needs_strace
 
@@ -51,15 +51,16 @@ def test_a_first_start_killed_at_any_step_is_finished_by_the_next(tmp_path: Path
     kills = 0
     for n in range(1, 200):
         data = tmp_path / f"run{n}"
-        port = free_port()
+        log = tmp_path / f"run{n}.log"
         cmd = [
             strace, "-f", "-qq", "-o", os.devnull, "-e", f"trace={syscall}", "-e", f"inject={syscall}:signal=SIGKILL:when={n}",
-            sys.executable, "-m", "stdbmod.http", "--data", str(data), "--port", str(port), "--log-level", "warning",
+            sys.executable, "-m", "stdbmod.http", "--data", str(data), "--port", "0", "--log-level", "warning",
         ]
         # a session of its own: killing strace alone would leave the server it traces running
-        proc = subprocess.Popen(cmd, env=child_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(cmd, env=child_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            wait_ready(f"http://127.0.0.1:{port}", lambda p=proc: p.poll() is None)
+            serving(log, lambda: proc.poll() is None)  # noqa: B023 (used before the loop moves on)
         except RuntimeError:
             proc.wait(30)
         else:

@@ -31,7 +31,7 @@ import httpx
 
 from stdbmod import Database
 from stdbmod.retry import create_retry_module
-from tests.http.servers import Server, call, env, free_port, new_identity, start_server
+from tests.http.servers import Server, call, env, new_identity, start_server
 from tests.reliability.checks import lmdb_problems
 from tests.reliability.invariants import TransitionChecker, retry_invariants
 
@@ -72,7 +72,7 @@ class Soak:
         self.seed = seed
         self.up = up
         self.log = log
-        self.port = free_port()
+        self.port = 0  # the first start takes a free port; restarts keep it
         self.module = create_retry_module().module
         self.stop_file = work / "stop"
         self.histories = [str(work / f"client{i}.jsonl") for i in range(clients + 1)]
@@ -90,7 +90,8 @@ class Soak:
 
     def start(self) -> Server:
         t = time.monotonic()
-        server = start_server(self.data, port=self.port)
+        server = start_server(self.data, port=self.port or None)
+        self.port = server.port
         self.report.restart_seconds_max = max(self.report.restart_seconds_max, time.monotonic() - t)
         return server
 

@@ -106,8 +106,11 @@ def test_updates_arrive_in_commit_order_with_several_writers(db: Database) -> No
     subs = [Collector() for _ in range(3)]
     handles = [db.subscribe(["SELECT * FROM account", "SELECT * FROM transfer WHERE amount > 1"], c, sender=OWNER) for c in subs]
 
+    opened = threading.Barrier(6)  # accounts 1-4, the transfers' targets, exist before any transfer
+
     def writer(who: Identity) -> None:
         db.call("open_account", 50, sender=who)
+        opened.wait(30)
         for k in range(15):
             db.call("transfer", 1 + k % 4, 1 + k % 3, sender=who)
 
