@@ -26,13 +26,14 @@ except ImportError:  # pragma: no cover - only without mypy installed
 
 # The hot path of a reducer call: its way in (calls), the job, the writer and its batch, the
 # clock, the transaction's reads and writes with index maintenance, key encodings, rows' stored form, the context,
-# the commit log's encoding, the LMDB storage, schedule rows, and the retry module's transition
-# helpers, and the special value types (Timestamp, Identity: native classes, so a time's
+# the commit log's encoding, the LMDB storage, schedule rows, the retry module's transitions and
+# everything its worker reducers run after the role check (workers, queues, retention,
+# singletons: its Structs live in retry/tables.py for that), and the special value types (Timestamp, Identity: native classes, so a time's
 # arithmetic, comparisons and construction are C calls; -4.2% instructions a lifecycle call).
 # Left interpreted: modules declaring msgspec Structs (mypyc turns a `Literal` annotation into
 # `type` and drops a Struct's class options: runtime/records.py, types.py), the schema's
 # dataclasses, the `Database` class (settable class attributes), and module code whose reducers
-# are introspected (retry/reducers.py).
+# are introspected (retry/reducers.py: each worker reducer is one call into retry/workers.py).
 HOT = (
     "special",
     "keys",
@@ -53,6 +54,10 @@ HOT = (
     "retry/claim",
     "retry/roles",
     "retry/limits",
+    "retry/workers",
+    "retry/singletons",
+    "retry/queues",
+    "retry/retention",
 )
 
 PACKAGE = os.path.dirname(os.path.abspath(__file__))

@@ -33,7 +33,7 @@ class _Bytes:
     def __init__(self, value: object) -> None:
         if not isinstance(value, (bytes, bytearray)) or len(value) != self.WIDTH:
             raise InvalidValue(f"{type(self).__name__} takes exactly {self.WIDTH} bytes")
-        object.__setattr__(self, "_b", bytes(value))
+        object.__setattr__(self, "_b", value if type(value) is bytes else bytes(value))  # bytes are immutable: no copy
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")

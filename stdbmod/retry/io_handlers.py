@@ -38,7 +38,8 @@ from ..schema import PrimaryKey
 from ..types import At, Identity, ScheduleAt, Timestamp
 from . import transitions
 from .attempt_outcome import HANDLER_WORKER, AttemptFacts, AttemptResult, run_handler, settle
-from .tables import Task, TaskStatus, settings_of
+from .singletons import settings_of
+from .tables import Task, TaskStatus
 
 if TYPE_CHECKING:
     from .handlers import HandlerContext

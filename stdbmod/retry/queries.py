@@ -18,10 +18,10 @@ from ..runtime import Database, Range
 from ..types import Identity, Timestamp
 from .errors import InvalidArgument, NotAuthorized, TaskNotFound
 from .limits import MAX_HISTORY_CAP, check_int, check_page
-from .queues import RetryQueue, control_of
-from .retention import FINISHED, RetryRetention, policy_of
+from .queues import control_of
+from .retention import FINISHED, policy_of
 from .roles import is_admin, is_worker
-from .tables import Attempt, Task, TaskStatus
+from .tables import Attempt, RetryQueue, RetryRetention, Task, TaskStatus
 
 __all__ = ["Page", "QueueInfo", "queue_list", "queue_info", "retention", "list_tasks", "pending", "dead_letter", "get_task", "history", "is_admin", "is_worker"]
 

@@ -18,57 +18,17 @@ respect pause only (they run inside the scheduler's transaction, one at a time).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 
-from ..module import Module
 from ..runtime import Range, ReducerContext
-from ..schema import PrimaryKey
 from ..types import TimeDuration, Timestamp
 from .claim import ready_tasks
 from .limits import MAX_CONCURRENCY, MAX_RATE_LIMIT, MAX_RATE_PERIOD_SECONDS, check_int, check_name
-from .tables import Task, TaskStatus
+from .tables import ClaimMark, Limits, RetryQueue, Task, TaskStatus
 
 _MIN_TIME = Timestamp(-(1 << 63))
-
-
-class RetryQueue(msgspec.Struct):
-    """A queue's controls. None: no such limit."""
-
-    queue: Annotated[str, PrimaryKey()]
-    paused: bool = False
-    concurrency: int | None = None  # at most this many running at once
-    rate_limit: int | None = None  # at most this many claims per rate_period_seconds
-    rate_period_seconds: int = 60
-    partition_limit: int | None = None  # at most this many claims per partition_key per period
-    updated_at: Timestamp | None = None
-
-
-class ClaimMark(msgspec.Struct):
-    """One claim of a rate-limited queue, kept while it is inside the rate window."""
-
-    id: Annotated[int, PrimaryKey(auto_inc=True)]
-    queue: str
-    partition_key: str | None
-    at: Timestamp
-
-
-MARK_INDEXES = {"by_queue": ("queue", "at"), "by_partition": ("queue", "partition_key", "at")}
-
-
-class Limits(msgspec.Struct, forbid_unknown_fields=True):
-    """What `set_queue_limits` takes (every field None: no limit)."""
-
-    concurrency: int | None = None
-    rate_limit: int | None = None
-    rate_period_seconds: int | None = None
-    partition_limit: int | None = None
-
-
-def declare_queue_tables(mod: Module) -> None:
-    mod.table(RetryQueue, cached=True)
-    mod.table(ClaimMark, indexes=MARK_INDEXES)
 
 
 # --- admin: pause, resume, limits -----------------------------------------------------------------

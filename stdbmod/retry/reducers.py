@@ -28,67 +28,34 @@ from ..module import Module
 from ..runtime import ReducerContext
 from ..types import Identity
 from . import retention, transitions
-from .errors import AttemptTimedOut, InvalidArgument, InvalidTransition, StaleLease, TaskCancelled, TaskNotFound
+from .errors import InvalidArgument, InvalidTransition
 from .handlers import run_handler_attempt
-from .limits import MAX_BATCH, MAX_HISTORY_CAP, MAX_LEASE_SECONDS, MAX_SNOOZE_SECONDS, check_batch, check_int, check_name
-from .queues import Limits, RetryQueue, pick, set_limits, set_paused
-from .retention import RetentionSweep, RetryRetention
+from .limits import MAX_BATCH, MAX_HISTORY_CAP, MAX_LEASE_SECONDS, MAX_SNOOZE_SECONDS, check_batch, check_int
+from .queues import set_limits, set_paused
 from .roles import require_admin, require_worker
+from .singletons import settings_of
 from .tables import (
     DEFAULT_HISTORY_CAP,
     DEFAULT_LEASE_SECONDS,
     AttemptTimer,
     Completion,
-    DeadReason,
     Enqueued,
     LeaseSweep,
     LeaseTimer,
+    Limits,
     NewTask,
     Outcome,
+    RetentionSweep,
     RetryAdmin,
+    RetryQueue,
+    RetryRetention,
     RetrySettings,
     RetryWorker,
     Task,
     TaskStatus,
-    settings_of,
 )
 from .transitions import Handlers
-
-
-def find_task(ctx: ReducerContext, task_id: int) -> Task:
-    task: Task | None = ctx.db.task.id.find(task_id)
-    if task is None:
-        raise TaskNotFound(task_id)
-    return task
-
-
-def held_task(ctx: ReducerContext, task_id: int, action: str, attempt: int | None = None) -> Task:
-    """The running task `task_id`, if the caller holds its lease: the lease holder's identity,
-    and, when the worker says which claim it acts for (`attempt`, the claim's `attempts`), that
-    claim. The attempt fences processes that share one identity: a paused one's late report
-    names an attempt that is no longer current."""
-    task = find_task(ctx, task_id)
-    mine = attempt is None or attempt == task.attempts
-    if task.dead_reason is DeadReason.CANCELLED and task.lease_holder == ctx.sender and mine:
-        raise TaskCancelled(f"{action}: task {task_id} was cancelled by an admin while it ran; stop its work")
-    if task.status is not TaskStatus.RUNNING:
-        raise InvalidTransition(f"{action}: task {task_id} is {task.status.value}, not running")
-    if task.lease_holder != ctx.sender or not mine:
-        raise StaleLease(f"{action}: task {task_id} is leased to another claim (attempt {task.attempts}); yours is no longer current")
-    deadline = transitions.attempt_deadline(task)
-    if deadline is not None and ctx.timestamp >= deadline:
-        raise AttemptTimedOut(f"{action}: task {task_id}'s attempt ran past its timeout_seconds ({task.timeout_seconds} s); it has ended")
-    return task
-
-
-def lease_length(ctx: ReducerContext, lease_seconds: int | None) -> int:
-    if lease_seconds is None:
-        return settings_of(ctx.db).default_lease_seconds
-    return check_int("lease_seconds", lease_seconds, 1, MAX_LEASE_SECONDS)
-
-
-def _worker_id(ctx: ReducerContext, worker_id: str | None) -> str:
-    return ctx.sender.to_hex() if worker_id is None else check_name("worker_id", worker_id)
+from .workers import claim_up_to, complete_held, find_task, held_task, lease_length
 
 
 def _save_settings(ctx: ReducerContext, **changes: Any) -> None:
@@ -151,14 +118,8 @@ def declare_reducers(mod: Module, handlers: Handlers) -> None:
     def claim(ctx: ReducerContext, queue: str | None = None, worker_id: str | None = None, lease_seconds: int | None = None) -> Task | None:
         """Atomically take the highest-priority, oldest ready task (of `queue`, or any), or None."""
         require_worker(ctx, "claim")
-        if queue is not None:
-            check_name("queue", queue)
-        worker = _worker_id(ctx, worker_id)
-        lease = lease_length(ctx, lease_seconds)
-        picked = pick(ctx.db, queue, ctx.timestamp)
-        if picked is None:
-            return None
-        return transitions.start_picked_claim(ctx, picked, worker, lease)
+        claimed = claim_up_to(ctx, 1, queue, worker_id, lease_seconds)
+        return claimed[0] if claimed else None
 
     @mod.reducer
     def heartbeat(ctx: ReducerContext, task_id: int, lease_seconds: int | None = None, attempt: int | None = None) -> Task:
@@ -170,8 +131,7 @@ def declare_reducers(mod: Module, handlers: Handlers) -> None:
     @mod.reducer
     def complete(ctx: ReducerContext, task_id: int, result: Any = None, attempt: int | None = None) -> Task:
         require_worker(ctx, "complete")
-        task = held_task(ctx, task_id, "complete", attempt)
-        return transitions.succeed(ctx, task, result, task.claimed_by or ctx.sender.to_hex())
+        return complete_held(ctx, task_id, result, attempt, "complete")
 
     @mod.reducer
     def fail(
@@ -221,17 +181,7 @@ def declare_reducers(mod: Module, handlers: Handlers) -> None:
         with its own lease; fewer (or none) when fewer are ready."""
         require_worker(ctx, "claim_many")
         check_int("limit", limit, 1, MAX_BATCH)
-        if queue is not None:
-            check_name("queue", queue)
-        worker = _worker_id(ctx, worker_id)
-        lease = lease_length(ctx, lease_seconds)
-        claimed: list[Task] = []
-        while len(claimed) < limit:
-            picked = pick(ctx.db, queue, ctx.timestamp)
-            if picked is None:
-                break
-            claimed.append(transitions.start_picked_claim(ctx, picked, worker, lease))
-        return claimed
+        return claim_up_to(ctx, limit, queue, worker_id, lease_seconds)
 
     @mod.reducer
     def complete_many(ctx: ReducerContext, completions: list[Completion]) -> list[Task]:
@@ -239,11 +189,7 @@ def declare_reducers(mod: Module, handlers: Handlers) -> None:
         leased to another claim fails the call, naming it)."""
         require_worker(ctx, "complete_many")
         check_batch("complete_many", completions)
-        done: list[Task] = []
-        for c in completions:
-            task = held_task(ctx, c.task_id, "complete_many", c.attempt)
-            done.append(transitions.succeed(ctx, task, c.result, task.claimed_by or ctx.sender.to_hex()))
-        return done
+        return [complete_held(ctx, c.task_id, c.result, c.attempt, "complete_many") for c in completions]
 
     # --- admins -----------------------------------------------------------------------------------
 

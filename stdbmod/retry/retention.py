@@ -16,47 +16,20 @@ scanned. Freed pages are reused by LMDB, so a steady load keeps the data file fl
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-import msgspec
-
-from ..module import Module
 from ..runtime import Range, ReducerContext
-from ..schema import PrimaryKey
-from ..types import At, ScheduleAt, TimeDuration, Timestamp
+from ..types import At, TimeDuration, Timestamp
 from .errors import InvalidArgument
 from .limits import MAX_RETENTION_COUNT, MAX_RETENTION_SECONDS, check_int
-from .tables import Task, TaskStatus, arm_no_later
+from .singletons import arm_no_later
+from .tables import RetentionSweep, RetryRetention, Task, TaskStatus
 
 PRUNE_BATCH = 500  # tasks per firing: bounds one transaction
 PRUNE_AGAIN = TimeDuration.from_seconds(1)  # the next batch of a backlog
 COUNT_CHECK = TimeDuration.from_seconds(60)  # how soon a finish under a count limit is checked
 FINISHED = (TaskStatus.COMPLETED, TaskStatus.DEAD)
 DEFAULT_AGE = {TaskStatus.COMPLETED: 7 * 86_400, TaskStatus.DEAD: 30 * 86_400}
-
-
-class RetryRetention(msgspec.Struct):
-    """How long finished tasks of one status are kept (None: no such limit)."""
-
-    status: Annotated[TaskStatus, PrimaryKey()]
-    max_age_seconds: int | None
-    max_count: int | None
-    updated_at: Timestamp | None = None
-
-
-class RetentionSweep(msgspec.Struct):
-    """The pruner's one timer (always id 0)."""
-
-    scheduled_id: Annotated[int, PrimaryKey()]
-    scheduled_at: ScheduleAt
-
-
-def declare_retention_tables(mod: Module) -> None:
-    # Every finish reads both by key (its status's policy, the sweep's time) and rarely writes
-    # either (an admin's set_retention; the sweep moved earlier, or firing): cached, so a finish
-    # under an unchanged policy reads neither from the storage (docs/modules.md).
-    mod.table(RetryRetention, cached=True)
-    mod.table(RetentionSweep, scheduled="prune_finished", cached=True)
 
 
 def policy_of(db: Any, status: TaskStatus) -> RetryRetention:

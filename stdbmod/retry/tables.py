@@ -17,7 +17,7 @@ import msgspec
 
 from ..module import Module
 from ..schema import Index, PrimaryKey, Unique
-from ..types import At, Identity, ScheduleAt, Timestamp
+from ..types import Identity, ScheduleAt, Timestamp
 
 
 class TaskStatus(str, enum.Enum):
@@ -226,6 +226,61 @@ class Completion(msgspec.Struct, forbid_unknown_fields=True):
     attempt: int | None = None
 
 
+# --- queue control (queues.py) ---------------------------------------------------------------------
+
+
+class RetryQueue(msgspec.Struct):
+    """A queue's controls. None: no such limit."""
+
+    queue: Annotated[str, PrimaryKey()]
+    paused: bool = False
+    concurrency: int | None = None  # at most this many running at once
+    rate_limit: int | None = None  # at most this many claims per rate_period_seconds
+    rate_period_seconds: int = 60
+    partition_limit: int | None = None  # at most this many claims per partition_key per period
+    updated_at: Timestamp | None = None
+
+
+class ClaimMark(msgspec.Struct):
+    """One claim of a rate-limited queue, kept while it is inside the rate window."""
+
+    id: Annotated[int, PrimaryKey(auto_inc=True)]
+    queue: str
+    partition_key: str | None
+    at: Timestamp
+
+
+MARK_INDEXES: dict[str, tuple[str, ...] | Index] = {"by_queue": ("queue", "at"), "by_partition": ("queue", "partition_key", "at")}
+
+
+class Limits(msgspec.Struct, forbid_unknown_fields=True):
+    """What `set_queue_limits` takes (every field None: no limit)."""
+
+    concurrency: int | None = None
+    rate_limit: int | None = None
+    rate_period_seconds: int | None = None
+    partition_limit: int | None = None
+
+
+# --- retention (retention.py) -----------------------------------------------------------------------
+
+
+class RetryRetention(msgspec.Struct):
+    """How long finished tasks of one status are kept (None: no such limit)."""
+
+    status: Annotated[TaskStatus, PrimaryKey()]
+    max_age_seconds: int | None
+    max_count: int | None
+    updated_at: Timestamp | None = None
+
+
+class RetentionSweep(msgspec.Struct):
+    """The pruner's one timer (always id 0)."""
+
+    scheduled_id: Annotated[int, PrimaryKey()]
+    scheduled_at: ScheduleAt
+
+
 def declare_tables(mod: Module) -> None:
     mod.table(Task, indexes=TASK_INDEXES)
     mod.table(Attempt)
@@ -238,30 +293,14 @@ def declare_tables(mod: Module) -> None:
     # earlier than it, or when it fires: cached, like the roles
     mod.table(LeaseSweep, scheduled="sweep_leases", cached=True)
     mod.table(LeaseTimer, scheduled="reap_lease")
-    from .queues import declare_queue_tables  # queues.py builds on these rows
-
-    declare_queue_tables(mod)
-    from .retention import declare_retention_tables
-
-    declare_retention_tables(mod)
-
-
-def arm_no_later(timer: Any, row_type: Any, due: Timestamp) -> None:
-    """Make a one-row sweep timer (`lease_sweep`, `retention_sweep`: id 0, fired with `At`) due
-    no later than `due`: made if missing, moved earlier if later or repeating, else left alone.
-    `timer` is the table's handle (`ctx.db.lease_sweep`), `row_type` its row's class."""
-    sweep = timer.scheduled_id.find(0)
-    if sweep is None:
-        timer.insert(row_type(0, At(due)))
-    elif not isinstance(sweep.scheduled_at, At) or sweep.scheduled_at.time > due:
-        timer.scheduled_id.update(row_type(0, At(due)))
-
-
-def settings_of(db: Any) -> RetrySettings:
-    row: RetrySettings | None = db.retry_settings.id.find(0)
-    if row is None:  # a database whose init never ran the retry module's hook
-        return RetrySettings(0, DEFAULT_HISTORY_CAP, DEFAULT_LEASE_SECONDS)
-    return row
+    # every claim reads its queue's controls by key, admins write them rarely (queues.py)
+    mod.table(RetryQueue, cached=True)
+    mod.table(ClaimMark, indexes=MARK_INDEXES)
+    # Every finish reads both by key (its status's policy, the sweep's time) and rarely writes
+    # either (an admin's set_retention; the sweep moved earlier, or firing): cached, so a finish
+    # under an unchanged policy reads neither from the storage (docs/modules.md).
+    mod.table(RetryRetention, cached=True)
+    mod.table(RetentionSweep, scheduled="prune_finished", cached=True)
 
 
 DEFAULT_HISTORY_CAP = 1000

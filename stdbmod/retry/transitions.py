@@ -42,7 +42,8 @@ from .limits import (
     unstorable,
 )
 from .queues import Picked, note_claim, note_claim_under
-from .tables import Attempt, AttemptTimer, DeadReason, LeaseSweep, NewTask, Outcome, Task, TaskStatus, arm_no_later, settings_of
+from .singletons import arm_no_later, settings_of
+from .tables import Attempt, AttemptTimer, DeadReason, LeaseSweep, NewTask, Outcome, Task, TaskStatus
 from .unique import checked_unique, existing, unique_key
 
 Handlers = Mapping[str, Callable[..., Any]]

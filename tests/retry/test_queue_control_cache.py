@@ -11,7 +11,8 @@ from stdbmod import Database, ManualClock, Module, ReducerContext, SenderError
 from stdbmod.codec import msgpack_encoder
 from stdbmod.keys import encode_value
 from stdbmod.retry import RetryModule, TaskStatus, create_retry_module
-from stdbmod.retry.queues import Limits, RetryQueue, set_limits, set_paused
+from stdbmod.retry.queues import set_limits, set_paused
+from stdbmod.retry.tables import Limits, RetryQueue
 from stdbmod.retry.transitions import arm_attempt
 from stdbmod.runtime import spaces
 from tests.retry.support import ADMIN, WORKER

@@ -23,8 +23,7 @@ import msgspec
 
 from ... import codec
 from ...errors import StdbError
-from ...retry.queues import RetryQueue
-from ...retry.tables import Attempt, RetryAdmin, RetryWorker, Task, TaskStatus
+from ...retry.tables import Attempt, RetryAdmin, RetryQueue, RetryWorker, Task, TaskStatus
 from ...runtime import Database, Range
 from ...types import Identity, Timestamp
 from ..metrics_access import admin_in, has_tasks
