@@ -10,9 +10,9 @@ from pathlib import Path
 from stdbmod import At, Database, ManualClock, Module, ReducerContext, SenderError, TimeDuration, Timestamp
 from stdbmod.retry import RetryModule, TaskStatus, create_retry_module
 from stdbmod.retry import retention as retention_mod
-from stdbmod.retry.workers import lease_length
 from stdbmod.retry.queues import next_allowed
 from stdbmod.retry.transitions import start_claim
+from stdbmod.retry.workers import lease_length
 from tests.retry.support import ADMIN, WORKER
 
 
