@@ -94,6 +94,7 @@ class Core:
         # (LMDB: a nested one keeps an undo log, ~1,000 instructions a write), where the storage
         # can abort and begin again cheaply; if it fails, that is what undoes its writes.
         lone = len(batch) == 1 and self.storage.cheap_abort
+        shared = self.storage.shared  # Storage.shared: other processes to tell of a commit
         while True:
             outcomes: list[tuple[bool, Any]] = []
             records: list[commitlog.CommitRecord] = []
@@ -143,11 +144,12 @@ class Core:
                     if sched is not None and (armed is None or sched < armed):
                         armed = sched
                     outcomes.append((ok, value))
-                if records or armed is not None:
-                    # other nodes (PostgreSQL) hear of it if and when it commits: followers read
-                    # the log, their scheduler wakes for `armed`
+                # other nodes (PostgreSQL) hear of it if and when it commits: followers read the
+                # log, their scheduler wakes for `armed`. Nobody else writes LMDB or memory: no
+                # message to build for them on every commit.
+                if shared and (records or armed is not None):
                     outer.announce(f"commit {'-' if armed is None else armed}")
-                elif self._logged:
+                elif shared and self._logged:
                     outer.announce("log")  # only log lines (a failed call): wakes log followers
                 if timed:
                     t0 = perf_counter_ns()
