@@ -1,5 +1,7 @@
-"""The retry module's rows, and the two Structs its reducers take (`NewTask`, `Completion`).
-`declare_tables` adds the tables to a fresh `Module`.
+"""The retry module's rows, and the Structs its reducers take (`NewTask`, `Completion`, `Limits`).
+`declare_tables` adds the tables to a fresh `Module`. Every Struct of the module is declared here,
+never beside the logic that uses it: that logic is compiled (stdbmod/_mypyc.py), and a compiled
+module may not declare a msgspec Struct.
 
 One `task` table holds every task, whoever runs it (an in-module handler or an external worker):
 one state machine for both seeds. Two schedule tables carry the timers: `attempt_timer` (the next
