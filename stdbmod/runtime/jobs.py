@@ -79,7 +79,8 @@ class CallJob(Job):
 
     def run(self, contexts: ContextFactory, tx: Transaction) -> Any:
         assert self.reducer_def is not None
-        return self.reducer_def.call(self.context_of(contexts, tx), *self.args)
+        # one tuple handed over as it is (compiled: `f(a, *args)` builds a list, then a tuple)
+        return self.reducer_def.call(*((self.context_of(contexts, tx),) + self.args))
 
 
 @dataclass
