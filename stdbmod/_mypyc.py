@@ -33,7 +33,8 @@ except ImportError:  # pragma: no cover - only without mypy installed
 # Left interpreted: modules declaring msgspec Structs (mypyc turns a `Literal` annotation into
 # `type` and drops a Struct's class options: runtime/records.py, types.py), the schema's
 # dataclasses, the `Database` class (settable class attributes), and module code whose reducers
-# are introspected (retry/reducers.py: each worker reducer is one call into retry/workers.py).
+# are introspected (retry/reducers.py: claim, complete and their batch forms are each one call into
+# retry/workers.py after the role check).
 HOT = (
     "special",
     "keys",
