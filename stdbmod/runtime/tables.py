@@ -16,9 +16,10 @@ from typing import Any, Final, Generic, TypeVar
 import msgspec
 
 from .._mypyc import mypyc_attr
-from ..errors import ConstraintViolation, InvalidValue, KeyTooLarge, RowNotFound, UniqueConstraintViolation, WrongType
+from ..errors import ConstraintViolation, InvalidValue, KeyTooLarge, RowNotFound, StorageError, UniqueConstraintViolation, WrongType
 from ..keys import MAX_KEY_SIZE, encode_key, encode_value, prefix_end
 from ..schema import IndexDef, TableDef
+from ..storage import StorageFull
 from . import spaces
 from .transaction import TxView
 
@@ -131,11 +132,25 @@ class TableHandle(Generic[R]):
         pk = vals[t.pk_position]
         if t.auto_inc:
             if pk == 0:
-                pk = self._view.next_sequence(t)
+                pk = self._view.next_sequence(t)  # a read-only view refuses here
                 row = msgspec.structs.replace(row, **{t.primary_key or "": pk})
                 vals = _astuple(row)
             elif self._view.writable:
                 self._view.bump_sequence(t, pk)  # type: ignore[attr-defined]
+            else:
+                return self._insert_keyed(t, row, vals, pk)  # refused there
+            try:
+                return self._insert_keyed(t, row, vals, pk)
+            except Exception as e:
+                # the value stays taken, as SpacetimeDB's, for a reducer that catches the refusal
+                # and goes on (a call that fails takes this back with the rest; after the
+                # storage's own failure the transaction takes no more writes)
+                if not isinstance(e, (StorageError, StorageFull)):
+                    self._view.key_gone(t, pk)  # type: ignore[attr-defined]
+                raise
+        return self._insert_keyed(t, row, vals, pk)
+
+    def _insert_keyed(self, t: TableDef, row: R, vals: tuple[Any, ...], pk: Any) -> R:
         pk_key = encode_value(pk)
         if len(pk_key) > MAX_KEY_SIZE:
             raise KeyTooLarge(f"{t.name}.{t.primary_key}: the key is too long")

@@ -223,6 +223,8 @@ class Transaction(TxView):
                 txn.put(space, came, pk_key)
         if new is None:
             txn.delete(plan.rows, pk_key)
+            if plan.auto_inc and row_old is not None:
+                self.key_gone(table, row_old[plan.pk_position])
         else:
             txn.put(plan.rows, pk_key, new)
         self._written(plan, table, txn, pk_key, row_new)
@@ -250,44 +252,77 @@ class Transaction(TxView):
             if due is not None:
                 self.note_armed(due)
 
-    def _sequence(self, name: str) -> int:
-        """A sequence's last value, read once while the writer's cache holds: the
-        sequences ride in it like a cached table's rows (`_SEQUENCES`), so a call's insert
-        reads none from the storage when an earlier call of this writer wrote it."""
-        key = name.encode()
+    def _sequence(self, table: TableDef) -> int:
+        """A sequence's last value: the larger of its stored high-water mark and the table's
+        largest key (docs/architecture.md, "Sequences"). Worked out once while the writer's
+        cache holds: the sequences ride in it like a cached table's rows (`_SEQUENCES`), so an
+        insert reads nothing from the storage when an earlier call of this writer took a value."""
+        key = table.name.encode()
         cache = self.cache
         if cache is None:
-            raw = self.wtxn.get(spaces.SEQUENCES, key)
-            return decode_u64(raw) if raw else 0
+            return self._stored_sequence(table, key)
         known = cache.get(_SEQUENCES)
         if known is None:
             known = cache[_SEQUENCES] = {}
-        got = known.get(key, _MISS)
-        if got is _MISS:
-            got = known[key] = self.wtxn.get(spaces.SEQUENCES, key)
-        return decode_u64(got) if got else 0  # type: ignore[arg-type]
+        got = known.get(key)
+        if got is None:
+            value = self._stored_sequence(table, key)
+            known[key] = encode_u64(value)
+            return value
+        return decode_u64(got)
 
-    def set_sequence(self, name: str, value: int) -> None:
-        key = name.encode()
-        raw = encode_u64(value)
-        self.wtxn.put(spaces.SEQUENCES, key, raw)
-        self.sequences[name] = value
+    def _stored_sequence(self, table: TableDef, key: bytes) -> int:
+        txn = self.wtxn
+        raw = txn.get(spaces.SEQUENCES, key)
+        value = decode_u64(raw) if raw else 0
+        last = txn.last(spaces.rows(table.name))
+        if last is not None:
+            largest = table.row_format.values(last[1])[table.pk_position]
+            if isinstance(largest, int) and largest > value:
+                value = largest
+        return value
+
+    def _moved(self, key: bytes, value: int) -> None:
+        """The sequence's last value is now `value`: in the writer's cache, if it holds one."""
         if self.cache is not None:
             known = self.cache.get(_SEQUENCES)
             if known is not None:
-                known[key] = raw
+                known[key] = encode_u64(value)
+
+    def set_sequence(self, name: str, value: int) -> None:
+        """Store a sequence's value as its high-water mark (a replay's records carry them)."""
+        self.sequences[name] = value
+        self.keep_sequence(name, value)
+
+    def keep_sequence(self, name: str, value: int) -> None:
+        """Store `value` as the high-water mark of a sequence that no row's key holds up: the
+        largest row was deleted, or an insert that took the value failed (it stays taken)."""
+        key = name.encode()
+        self.wtxn.put(spaces.SEQUENCES, key, encode_u64(value))
+        self._moved(key, value)
 
     def next_sequence(self, table: TableDef) -> int:
-        value = self._sequence(table.name) + 1
+        """The next value of the table's sequence. Nothing is written: the row inserted under it
+        holds it up (its key is the largest)."""
+        value = self._sequence(table) + 1
         if value > SHORT_MAX and value > _SEQ_MAX:  # special.py: the first is a machine compare
             raise AutoIncOverflow(f"auto_inc sequence of {table.name} overflowed")
-        self.set_sequence(table.name, value)
+        self.sequences[table.name] = value
+        self._moved(table.name.encode(), value)
         return value
 
     def bump_sequence(self, table: TableDef, at_least: int) -> None:
         """Keep a sequence ahead of an explicitly inserted key, so auto_inc never collides with it."""
-        if self._sequence(table.name) < at_least:
-            self.set_sequence(table.name, at_least)
+        if self._sequence(table) < at_least:
+            self.sequences[table.name] = at_least
+            self._moved(table.name.encode(), at_least)
+
+    def key_gone(self, table: TableDef, pk: Any) -> None:
+        """An auto_inc table's key holds no row any more (the row was deleted, or an insert
+        that took the key failed): if it held the sequence up (the largest), it becomes the
+        stored high-water mark, so the value is never given again."""
+        if isinstance(pk, int) and pk >= self._sequence(table):
+            self.keep_sequence(table.name, pk)
 
     def note_armed(self, due: int) -> None:
         """A schedule row was armed at `due` (micros): the commit wakes the scheduler if earlier."""
@@ -335,13 +370,18 @@ class _Plan:
     Inserts and deletes walk `dense` and `sparse` apart (the dense indexes, most of them, pay no
     check); `indexes` holds both, for updates."""
 
-    __slots__ = ("table", "name", "key", "cached", "scheduled", "event", "rows", "indexes", "dense", "dense_positions", "sparse", "positions", "updates")
+    __slots__ = (
+        "table", "name", "key", "cached", "auto_inc", "pk_position", "scheduled", "event", "rows", "indexes", "dense", "dense_positions",
+        "sparse", "positions", "updates",
+    )  # fmt: skip
 
     def __init__(self, table: TableDef) -> None:
         self.table = table  # held, so its id (the cache's key) is never another table's
         self.name = table.name  # the table's name and flags, read without an interpreted class's lookup
         self.key = table.name.encode()  # its entry in the writer's cache of counts
         self.cached = table.cached
+        self.auto_inc = table.auto_inc
+        self.pk_position = table.pk_position
         self.scheduled = table.scheduled is not None
         self.event = table.event
         self.rows = spaces.rows(table.name)

@@ -75,11 +75,6 @@ def test_a_stray_index_entry_is_found(retry_db) -> None:  # type: ignore[no-unty
     assert any("task.queue: entry without a row" in p for p in problems), problems
 
 
-def test_a_sequence_behind_its_keys_is_found(retry_db) -> None:  # type: ignore[no-untyped-def]
-    problems = retry_db(lambda db, w: w.put(spaces.SEQUENCES, b"task", encode_u64(1)))
-    assert any("auto_inc sequence 1 is behind" in p for p in problems), problems
-
-
 def test_a_schedule_row_without_its_queue_entry_is_found(tmp_path: Path) -> None:
     w = WORKLOADS["retry"]()
     _build(tmp_path / "db", msgspec.structs.replace(w, steps=w.steps[:5]))  # a lease is running
