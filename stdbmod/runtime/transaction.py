@@ -27,11 +27,14 @@ _Ix = tuple[str, tuple[int, ...], bool, str, Any, int, "frozenset[Any] | None"]
 _fast: Final = FAST_ENCODERS.get
 
 
-RowCache = dict[str, dict[bytes, bytes | None]]  # table -> stored key -> the row's bytes (None: absent)
+# table -> stored key -> the row's bytes (None: absent); and two entries that are no table's
+# name, `_SEQUENCES` and `_COUNTS`: a table's encoded name -> an int, kept as ints (not their
+# stored bytes) because the writer reads and moves them on every insert
+RowCache = dict[str, dict[bytes, Any]]
 _CACHE_ROWS: Final = 4096  # rows kept per cached table at most (they are meant to be few)
 _MISS: Final = object()
 _SEQUENCES: Final = " sequences"  # the RowCache's entry for the auto_inc sequences (no table's name)
-_COUNTS: Final = " counts"  # and for the tables' row counts (table name -> u64)
+_COUNTS: Final = " counts"  # and for the tables' row counts
 
 
 class TxView:
@@ -65,7 +68,7 @@ class TxView:
         raw = rows.get(pk_key, _MISS)
         if raw is _MISS:
             raw = rows[pk_key] = self._stack[-1].get(plan.rows, pk_key)
-        return raw  # type: ignore[return-value]
+        return raw  # type: ignore[no-any-return]
 
     def count_rows(self, table: TableDef) -> int:
         """How many rows `table` holds. The writer's cache keeps a count it read (`_COUNTS`),
@@ -78,12 +81,10 @@ class TxView:
         counts = cache.get(_COUNTS)
         if counts is None:
             counts = cache[_COUNTS] = {}
-        known = counts.get(plan.key)
+        known: int | None = counts.get(plan.key)
         if known is None:
-            n: int = self._stack[-1].count(plan.rows)
-            counts[plan.key] = encode_u64(n)
-            return n
-        return decode_u64(known)
+            known = counts[plan.key] = self._stack[-1].count(plan.rows)
+        return known
 
     def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Row | None, row_new: Row | None) -> None:
         raise ReadOnlyError(f"table {table.name} is read-only here: writes happen inside reducers")
@@ -239,9 +240,9 @@ class Transaction(TxView):
         if (old is None) is not (new is None) and self.cache is not None:  # an insert or a delete
             counts = self.cache.get(_COUNTS)
             if counts is not None:
-                known = counts.get(plan.key)
+                known: int | None = counts.get(plan.key)
                 if known is not None:
-                    counts[plan.key] = encode_u64(decode_u64(known) + (1 if old is None else -1))
+                    counts[plan.key] = known + 1 if old is None else known - 1
 
     def _written(self, plan: _Plan, table: TableDef, txn: WriteTxn, pk_key: bytes, row_new: Row | None) -> None:
         """After a row's write: an event table's rows go before the commit, a schedule is armed."""
@@ -258,18 +259,22 @@ class Transaction(TxView):
         cache holds: the sequences ride in it like a cached table's rows (`_SEQUENCES`), so an
         insert reads nothing from the storage when an earlier call of this writer took a value."""
         key = table.name.encode()
+        known = self._known_sequences()
+        got: int | None = None if known is None else known.get(key)
+        if got is None:
+            got = self._stored_sequence(table, key)
+            if known is not None:
+                known[key] = got
+        return got
+
+    def _known_sequences(self) -> dict[bytes, Any] | None:
         cache = self.cache
         if cache is None:
-            return self._stored_sequence(table, key)
+            return None
         known = cache.get(_SEQUENCES)
         if known is None:
             known = cache[_SEQUENCES] = {}
-        got = known.get(key)
-        if got is None:
-            value = self._stored_sequence(table, key)
-            known[key] = encode_u64(value)
-            return value
-        return decode_u64(got)
+        return known
 
     def _stored_sequence(self, table: TableDef, key: bytes) -> int:
         txn = self.wtxn
@@ -284,10 +289,9 @@ class Transaction(TxView):
 
     def _moved(self, key: bytes, value: int) -> None:
         """The sequence's last value is now `value`: in the writer's cache, if it holds one."""
-        if self.cache is not None:
-            known = self.cache.get(_SEQUENCES)
-            if known is not None:
-                known[key] = encode_u64(value)
+        known = self._known_sequences()
+        if known is not None:
+            known[key] = value
 
     def set_sequence(self, name: str, value: int) -> None:
         """Store a sequence's value as its high-water mark (a replay's records carry them)."""
@@ -304,11 +308,16 @@ class Transaction(TxView):
     def next_sequence(self, table: TableDef) -> int:
         """The next value of the table's sequence. Nothing is written: the row inserted under it
         holds it up (its key is the largest)."""
-        value = self._sequence(table) + 1
+        name = table.name
+        key = name.encode()
+        known = self._known_sequences()
+        got: int | None = None if known is None else known.get(key)
+        value = (self._stored_sequence(table, key) if got is None else got) + 1
         if value > SHORT_MAX and value > _SEQ_MAX:  # special.py: the first is a machine compare
-            raise AutoIncOverflow(f"auto_inc sequence of {table.name} overflowed")
-        self.sequences[table.name] = value
-        self._moved(table.name.encode(), value)
+            raise AutoIncOverflow(f"auto_inc sequence of {name} overflowed")
+        self.sequences[name] = value
+        if known is not None:
+            known[key] = value
         return value
 
     def bump_sequence(self, table: TableDef, at_least: int) -> None:
