@@ -218,3 +218,23 @@ def test_one_node_fires_the_schedules_and_another_takes_over(schema: str) -> Non
         b.close()
 
 
+
+
+def test_a_nodes_caches_hold_across_its_own_commits_and_not_past_anothers(schema: str) -> None:
+    """The writer's cache (cached tables' rows, sequences, counts) outlives a batch while the
+    schema's version says no other node committed since (`WriteTxn.serial`)."""
+    from tests.runtime.test_row_cache import m as cached
+
+    a, b = node(schema, cached, create=True), node(schema, cached)
+    try:
+        assert a.call("put", 1, sender=OWNER) == 1
+        assert a.call("read", sender=OWNER) == 1
+        assert a._core._cache_serial is not None  # trusted for the next batch, if nobody else writes
+        assert b.call("put", 2, sender=OWNER) == 2
+        assert a.call("read", sender=OWNER) == 2  # the other node's write is seen
+        assert b.call("read", sender=OWNER) == 2
+        # the sequence of `seen` (a's reads took 1 and 2, b's 3) read again after b's commit
+        assert a.call("add_then_fail", False, sender=OWNER) == 4
+    finally:
+        a.close()
+        b.close()

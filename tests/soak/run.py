@@ -4,7 +4,7 @@ SIGKILL at random moments and restarted, with every check after every restart.
     python -m tests.soak.run --kills 500            # the long run (docs/reliability.md)
     python -m tests.soak.run --kills 20 --seed 3    # a quick one
 
-After each kill, with the server down: LMDB's verify; indexes, sequences and the schedule queue
+After each kill, with the server down: LMDB's verify; indexes and the schedule queue
 agree with the rows; the task invariants (one status and the fields it implies, attempts within
 max_attempts, one task per idempotency key, a lease timer exactly for running tasks, the history
 cap); the commit log replays to the live state; and the clients' histories against the commit

@@ -266,3 +266,23 @@ class StorageContract:
         w.commit()
         with storage.begin_read() as r:
             assert [k for k, _ in r.scan("a")] == sorted(keys)
+
+    def test_serial_numbers_the_commits_that_change_something(self, storage: Storage) -> None:
+        """`WriteTxn.serial`: the runtime trusts its caches across batches only while each
+        write transaction's serial is the last one's + 1 (runtime/core.py)."""
+        storage.ensure_spaces(["a"])
+        w = storage.begin_write()
+        first = w.serial()
+        w.put("a", b"k", b"1")
+        w.commit()
+        w = storage.begin_write()
+        assert first is not None and w.serial() == first + 1
+        w.put("a", b"k", b"2")
+        w.abort()  # an abort moves nothing
+        w = storage.begin_write()
+        assert w.serial() == first + 1
+        w.put("a", b"k", b"3")
+        w.commit()
+        w = storage.begin_write()
+        assert w.serial() == first + 2
+        w.abort()

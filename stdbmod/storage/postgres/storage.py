@@ -141,9 +141,12 @@ class _PgWrite(_PgRead, WriteTxn):
     """A write transaction: the top level holds the connection and the writers' lock; a child
     is only a write set over its parent's."""
 
-    def __init__(self, storage: PostgresStorage, conn: psycopg.Connection[Any], parent: _PgWrite | None) -> None:
+    def __init__(self, storage: PostgresStorage, conn: psycopg.Connection[Any], parent: _PgWrite | None, serial: int | None = None) -> None:
         super().__init__(storage, conn)
         self._parent = parent
+        # the schema's version when the writers' lock was taken: every commit that writes moves
+        # it on by one, so it numbers the commits as LMDB's transaction id does (WriteTxn.serial)
+        self._serial = serial if parent is None else parent._serial
         self._mine = WriteSet()
         # innermost first: where a read looks for pending writes
         self._levels: list[WriteSet] = [self._mine, *(parent._levels if parent is not None else ())]
@@ -219,6 +222,9 @@ class _PgWrite(_PgRead, WriteTxn):
         self._live()
         assert self._conn is not None
         return _PgWrite(self._s, self._conn, self)
+
+    def serial(self) -> int | None:
+        return self._serial
 
     def commit(self) -> None:
         if self._done:
@@ -429,7 +435,7 @@ class PostgresStorage(Storage):
             if row is None or row[0] != self._cache_version:
                 self._cache.clear()  # another node committed since: what we knew may be stale
                 self._cache_version = None if row is None else int(row[0])
-            return _PgWrite(self, conn, None)
+            return _PgWrite(self, conn, None, self._cache_version)
         except BaseException:
             self._writer_lock.release()
             raise
