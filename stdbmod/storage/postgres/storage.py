@@ -146,7 +146,7 @@ class _PgWrite(_PgRead, WriteTxn):
         self._parent = parent
         # the schema's version when the writers' lock was taken: every commit that writes moves
         # it on by one, so it numbers the commits as LMDB's transaction id does (WriteTxn.serial)
-        self._serial = serial if parent is None else parent._serial
+        self._serial: int | None = serial if parent is None else parent._serial
         self._mine = WriteSet()
         # innermost first: where a read looks for pending writes
         self._levels: list[WriteSet] = [self._mine, *(parent._levels if parent is not None else ())]
