@@ -53,8 +53,12 @@ from .transaction import TxView
 from .writer import MAX_BATCH, Done, Waiter, Writer
 
 # 2: rows are MessagePack arrays (rowformat.py); a database of format 1 holds maps, which this
-# version reads as they are. A database of a newer format than this version writes is refused.
-FORMAT_VERSION = 2
+# version reads as they are. 3: an auto_inc sequence's stored value is a high-water mark, and the
+# sequence is the larger of it and the table's largest key (docs/architecture.md, "Sequences"); a
+# format 2 database's stored values are each at least the largest key, so it opens as it is, but
+# a version that reads format 2 would take a mark for the last value given and give an id
+# again. A database of a newer format than this version writes is refused.
+FORMAT_VERSION = 3
 MAX_PASS = MAX_BATCH  # schedule rows fired per pass: one writer batch, one commit
 NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 

@@ -272,7 +272,7 @@ def _set_format(path: Path, fmt: int) -> None:
         db.close()
 
 
-def test_a_format_1_database_opens_and_is_marked_format_2(tmp_path: Path) -> None:
+def test_a_format_1_database_opens_and_is_marked_with_todays_format(tmp_path: Path) -> None:
     db = Database.create(tmp_path / "db", m, owner=OWNER, durable=False)
     note = db.call("put", _note("old"), sender=OWNER)
     _as_maps(db)
@@ -280,10 +280,10 @@ def test_a_format_1_database_opens_and_is_marked_format_2(tmp_path: Path) -> Non
     _set_format(tmp_path / "db", 1)
     db = Database.open(tmp_path / "db", m, durable=False)
     try:
-        assert db.meta.format == FORMAT_VERSION == 2
+        assert db.meta.format == FORMAT_VERSION == 3
         with db.storage.begin_read() as r:
             stored = r.get(spaces.META, b"meta")
-        assert stored is not None and _meta_decoder.decode(stored).format == 2
+        assert stored is not None and _meta_decoder.decode(stored).format == 3
         with db.read() as v:
             assert v.db.note.id.find(1) == note
     finally:
@@ -293,7 +293,7 @@ def test_a_format_1_database_opens_and_is_marked_format_2(tmp_path: Path) -> Non
 def test_a_database_of_a_newer_format_is_refused(tmp_path: Path) -> None:
     Database.create(tmp_path / "db", m, owner=OWNER, durable=False).close()
     _set_format(tmp_path / "db", FORMAT_VERSION + 1)
-    with pytest.raises(SchemaMismatch, match="storage format 3, newer than this version of stdbmod reads"):
+    with pytest.raises(SchemaMismatch, match=f"storage format {FORMAT_VERSION + 1}, newer than this version of stdbmod reads"):
         Database.open(tmp_path / "db", m, durable=False)
 
 

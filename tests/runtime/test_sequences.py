@@ -13,8 +13,10 @@ import msgspec
 import pytest
 
 from stdbmod import Database, Module, PrimaryKey, ReducerContext, SenderError, Unique
+from stdbmod.codec import msgpack_encoder
 from stdbmod.keys import decode_u64, encode_u64
 from stdbmod.runtime import apply_changes, spaces
+from stdbmod.runtime.database import FORMAT_VERSION
 from tests.conftest import ALICE, OWNER
 from tests.postgres import server
 
@@ -170,3 +172,20 @@ def test_nodes_on_one_postgresql_schema_never_give_an_id_twice() -> None:
         finally:
             a.close()
             b.close()
+
+
+def test_a_format_2_database_opens_as_it_is_and_is_marked_format_3(reopen: Callable[[Database | None], Database]) -> None:
+    """Before format 3 every insert stored its sequence's value: a database of then holds the
+    last value given for every table, which the larger-of rule reads as it is."""
+    db = reopen(None)
+    for n in "abc":
+        db.call("add", n, sender=ALICE)
+    db.call("drop", 2, sender=ALICE)
+    txn = db.storage.begin_write()  # as format 2 left it: the value stored, the meta saying 2
+    txn.put(spaces.SEQUENCES, b"thing", encode_u64(3))
+    txn.put(spaces.META, b"meta", msgpack_encoder.encode(msgspec.structs.replace(db.meta, format=2)))
+    txn.commit()
+    db = reopen(db)
+    assert db.meta.format == FORMAT_VERSION == 3
+    assert db.call("add", "d", sender=ALICE) == 4
+    db.close()
