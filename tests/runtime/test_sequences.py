@@ -5,15 +5,21 @@ not even after the largest row is deleted, a caught insert failed, or the databa
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import msgspec
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from stdbmod import Database, Module, PrimaryKey, ReducerContext, SenderError, Unique
 from stdbmod.codec import msgpack_encoder
+from stdbmod.errors import UniqueConstraintViolation
 from stdbmod.keys import decode_u64, encode_u64
 from stdbmod.runtime import apply_changes, spaces
 from stdbmod.runtime.database import FORMAT_VERSION
@@ -45,6 +51,19 @@ def add_caught(ctx: ReducerContext, name: str) -> str:
 def add_then_fail(ctx: ReducerContext, name: str) -> None:
     ctx.db.thing.insert(Thing(0, name))
     raise SenderError("no")
+
+
+@m.reducer
+def add_in_savepoint(ctx: ReducerContext, name: str) -> tuple[int, int]:
+    """An insert inside a savepoint that rolls back, then the same insert outside it."""
+    inside = 0
+    try:
+        with ctx.savepoint():
+            inside = ctx.db.thing.insert(Thing(0, name)).id
+            raise ValueError("roll back")
+    except ValueError:
+        pass
+    return inside, ctx.db.thing.insert(Thing(0, name)).id
 
 
 @m.reducer
@@ -189,3 +208,112 @@ def test_a_format_2_database_opens_as_it_is_and_is_marked_format_3(reopen: Calla
     assert db.meta.format == FORMAT_VERSION == 3
     assert db.call("add", "d", sender=ALICE) == 4
     db.close()
+
+
+class SequenceMachine(RuleBasedStateMachine):
+    """The sequence against a transactional counter: every way of taking, dropping and giving
+    back a value, in single calls and batches, with the database closed and reopened, and a
+    replica fed the commit log. The ids must be the counter's, and the rows the model's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = Path(tempfile.mkdtemp(prefix="stdbmod-seq-"))
+        self.db = Database.create(self.dir / "live", m, owner=OWNER, durable=False)
+        self.replica = Database.create(self.dir / "replica", m, owner=OWNER, identity=self.db.identity, run_init=False, durable=False)
+        self.replayed = 0
+        self.counter = 0  # the last value a transactional counter gave
+        self.rows: dict[int, str] = {}
+        self.names = 0
+
+    def teardown(self) -> None:
+        self.db.close()
+        self.replica.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def name(self) -> str:
+        self.names += 1
+        return f"n{self.names}"
+
+    @rule()
+    def add(self) -> None:
+        name = self.name()
+        self.counter += 1
+        assert self.db.call("add", name, sender=ALICE) == self.counter
+        self.rows[self.counter] = name
+
+    @rule(ahead=st.integers(min_value=-3, max_value=3))
+    def add_with_a_key(self, ahead: int) -> None:
+        key = max(1, self.counter + ahead)
+        name = self.name()
+        if key in self.rows:
+            with pytest.raises(UniqueConstraintViolation):
+                self.db.call("add", name, key, sender=ALICE)
+            return
+        assert self.db.call("add", name, key, sender=ALICE) == key
+        self.rows[key] = name
+        self.counter = max(self.counter, key)
+
+    @precondition(lambda self: bool(self.rows))
+    @rule(data=st.data())
+    def drop(self, data: st.DataObject) -> None:
+        key = data.draw(st.sampled_from(sorted(self.rows)), label="key")
+        self.db.call("drop", key, sender=ALICE)
+        del self.rows[key]
+
+    @precondition(lambda self: bool(self.rows))
+    @rule()
+    def drop_the_largest(self) -> None:
+        key = max(self.rows)
+        self.db.call("drop", key, sender=ALICE)
+        del self.rows[key]
+
+    @precondition(lambda self: bool(self.rows))
+    @rule()
+    def add_caught(self) -> None:
+        taken = next(iter(self.rows.values()))
+        assert self.db.call("add_caught", taken, sender=ALICE) == "UniqueConstraintViolation"
+        self.counter += 1  # taken, and kept taken by a call that commits
+
+    @rule()
+    def add_then_fail(self) -> None:
+        with pytest.raises(SenderError):
+            self.db.call("add_then_fail", self.name(), sender=ALICE)
+
+    @rule()
+    def add_in_savepoint(self) -> None:
+        name = self.name()
+        assert self.db.call("add_in_savepoint", name, sender=ALICE) == (self.counter + 1, self.counter + 1)
+        self.counter += 1
+        self.rows[self.counter] = name
+
+    @rule()
+    def batch_with_a_failure(self) -> None:
+        a, b, c = self.name(), self.name(), self.name()
+        jobs = [self.db.call_job("add", (a,), sender=ALICE), self.db.call_job("add_then_fail", (b,), sender=ALICE), self.db.call_job("add", (c,), sender=ALICE)]
+        results = self.db._writer.run_many(jobs)
+        assert results[0].result() == self.counter + 1 and results[2].result() == self.counter + 2
+        with pytest.raises(SenderError):
+            results[1].result()
+        self.rows[self.counter + 1], self.rows[self.counter + 2] = a, c
+        self.counter += 2
+
+    @rule()
+    def reopen(self) -> None:
+        self.db.close()
+        self.db = Database.open(self.dir / "live", m, durable=False)
+
+    @invariant()
+    def rows_are_the_models(self) -> None:
+        with self.db.read() as v:
+            assert {t.id: t.name for t in v.db.thing.iter()} == self.rows
+
+    @invariant()
+    def a_replica_of_the_log_agrees(self) -> None:
+        records = self.db.commit_log(self.replayed)
+        apply_changes(self.replica, records)
+        self.replayed += len(records)
+        assert self.replica.state_hash() == self.db.state_hash()
+
+
+SequenceMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+TestSequenceMachine = SequenceMachine.TestCase
