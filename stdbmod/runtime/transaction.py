@@ -255,11 +255,13 @@ class Transaction(TxView):
 
     def _sequence(self, table: TableDef) -> int:
         """A sequence's last value: the larger of its stored high-water mark and the table's
-        largest key (docs/architecture.md, "Sequences"). Worked out once while the writer's
-        cache holds: the sequences ride in it like a cached table's rows (`_SEQUENCES`), so an
-        insert reads nothing from the storage when an earlier call of this writer took a value."""
-        key = table.name.encode()
-        known = self._known_sequences()
+        largest key (docs/architecture.md, "Sequences")."""
+        return self._sequence_at(table, table.name.encode(), self._known_sequences())
+
+    def _sequence_at(self, table: TableDef, key: bytes, known: dict[bytes, Any] | None) -> int:
+        """`_sequence`, worked out once while the writer's cache holds: the sequences ride in it
+        like a cached table's rows (`_SEQUENCES`, here `known`), so an insert reads nothing from
+        the storage when an earlier call of this writer took a value."""
         got: int | None = None if known is None else known.get(key)
         if got is None:
             got = self._stored_sequence(table, key)
@@ -311,8 +313,7 @@ class Transaction(TxView):
         name = table.name
         key = name.encode()
         known = self._known_sequences()
-        got: int | None = None if known is None else known.get(key)
-        value = (self._stored_sequence(table, key) if got is None else got) + 1
+        value = self._sequence_at(table, key, known) + 1
         if value > SHORT_MAX and value > _SEQ_MAX:  # special.py: the first is a machine compare
             raise AutoIncOverflow(f"auto_inc sequence of {name} overflowed")
         self.sequences[name] = value

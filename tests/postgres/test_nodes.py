@@ -218,8 +218,6 @@ def test_one_node_fires_the_schedules_and_another_takes_over(schema: str) -> Non
         b.close()
 
 
-
-
 def test_a_nodes_caches_hold_across_its_own_commits_and_not_past_anothers(schema: str) -> None:
     """The writer's cache (cached tables' rows, sequences, counts) outlives a batch while the
     schema's version says no other node committed since (`WriteTxn.serial`)."""

@@ -21,7 +21,7 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, precon
 from stdbmod import Database, Identity, ManualClock, SenderError
 from stdbmod.errors import ReducerFailed
 from stdbmod.examples.bank import bank
-from stdbmod.runtime import apply_changes
+from tests.replica import feed_replica
 
 OWNER = Identity.from_claims("machine", "owner")
 
@@ -157,10 +157,7 @@ class BankMachine(RuleBasedStateMachine):
 
     @invariant()
     def the_log_replays_to_the_live_state(self) -> None:
-        new = self.db.commit_log(self.replayed)
-        apply_changes(self.replica, new)
-        self.replayed += len(new)
-        assert self.replica.state_hash() == self.db.state_hash()
+        self.replayed = feed_replica(self.replica, self.db, self.replayed)
 
 
 BankMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)

@@ -25,6 +25,7 @@ from stdbmod.runtime import apply_changes, spaces
 from stdbmod.runtime.database import FORMAT_VERSION
 from tests.conftest import ALICE, OWNER
 from tests.postgres import server
+from tests.replica import feed_replica
 
 m = Module("sequences")
 
@@ -309,10 +310,7 @@ class SequenceMachine(RuleBasedStateMachine):
 
     @invariant()
     def a_replica_of_the_log_agrees(self) -> None:
-        records = self.db.commit_log(self.replayed)
-        apply_changes(self.replica, records)
-        self.replayed += len(records)
-        assert self.replica.state_hash() == self.db.state_hash()
+        self.replayed = feed_replica(self.replica, self.db, self.replayed)
 
 
 SequenceMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
