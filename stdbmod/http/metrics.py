@@ -134,6 +134,7 @@ class Metrics:
         r.register(_TaskGauges(db, counts))
         r.register(_Sockets(sockets))
         self._pairs: set[tuple[str, str]] = set()
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         feed.task_listeners.append(self.on_tasks)
         feed.batch_listeners.append(self.on_batch)
 
@@ -152,14 +153,21 @@ class Metrics:
         return key
 
     def on_tasks(self, events: list[TaskEvent]) -> None:
+        # Counted per series first, then one inc each: a drain holds the GIL the writer and the
+        # event loop need, and a labels() lookup per event was most of its time.
+        counts: dict[tuple[Any, tuple[str, ...]], int] = {}
         for e in events:
             key = self._pair(e.queue, e.job_type)
+            series: tuple[Any, tuple[str, ...]]
             if e.kind == "dead":
-                self.dead.labels(*key, e.reason or "unknown").inc()
-                continue
-            self.tasks[e.kind].labels(*key).inc()
-            if e.seconds is not None:
-                self.attempts.labels(*key).observe(e.seconds)
+                series = (self.dead, (*key, e.reason or "unknown"))
+            else:
+                series = (self.tasks[e.kind], key)
+                if e.seconds is not None:
+                    self._child(self.attempts, key).observe(e.seconds)
+            counts[series] = counts.get(series, 0) + 1
+        for (metric, labels), n in counts.items():
+            self._child(metric, labels).inc(n)
 
     def on_batch(self, times: BatchTimes) -> None:
         batch, outcomes, spent, commit_ns = times
@@ -167,9 +175,19 @@ class Metrics:
             if not job.reducer:  # a schedule row that was gone when its turn came
                 continue
             outcome = "ok" if ok else "panic" if isinstance(value, ReducerFailed) else "error"
-            self.calls.labels(job.reducer, outcome).observe(ns / 1e9)
+            self._child(self.calls, (job.reducer, outcome)).observe(ns / 1e9)
         self.batch_size.observe(len(batch))
         self.fsync.observe(commit_ns / 1e9)
+
+    def _child(self, metric: Any, labels: tuple[str, ...]) -> Any:
+        """`metric.labels(*labels)`, remembered: the series are bounded (MAX_PAIRS, the
+        module's reducers), and prometheus-client's own lookup validates and joins the labels
+        on every call."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     # --- scrapes --------------------------------------------------------------------------------
 

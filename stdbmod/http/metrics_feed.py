@@ -18,7 +18,10 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from ..retry.tables import Task, TaskStatus
+import msgspec
+
+from ..retry.tables import DeadReason, Task, TaskStatus
+from ..rowformat import ARRAY, RowFormat, is_map
 from ..runtime import CommitRecord, Database
 from ..runtime.core import BatchTimes
 from .metrics_access import has_tasks
@@ -37,6 +40,30 @@ class TaskEvent(NamedTuple):
     at: int  # the transaction's timestamp, in microseconds
     seconds: float | None = None  # completed / failed: how long the attempt ran
     reason: str | None = None  # dead: exhausted, gave_up, cancelled
+
+
+# What an event needs of a task row, by position: the columns of tables.Task up to the last one
+# wanted, the others left as raw bytes. A drain holds the GIL the writer and the event loop need,
+# and decoding every column (payloads, times through their hook) was most of its time.
+_WANTED: dict[str, Any] = {
+    "id": int, "queue": str, "job_type": str, "status": TaskStatus, "dead_reason": DeadReason | None, "attempts": int,
+    "last_attempted_at": int | None,  # stored as integer microseconds
+}
+_COLUMNS = [f.name for f in msgspec.structs.fields(Task)]
+_Seen: Any = msgspec.defstruct(
+    "_Seen", [(n, _WANTED.get(n, msgspec.Raw)) for n in _COLUMNS[: 1 + max(map(_COLUMNS.index, _WANTED))]], array_like=True
+)
+_seen_decoder = msgspec.msgpack.Decoder(_Seen)
+
+
+def _seen(form: RowFormat, raw: bytes) -> Any:
+    """A stored task row's wanted columns; a row stored in the older map form is read whole."""
+    try:
+        return _seen_decoder.decode(raw)
+    except msgspec.ValidationError:
+        if not is_map(raw):
+            raise
+        return _seen_decoder.decode(form.hashed(raw, ARRAY))
 
 
 TaskListener = Callable[[list[TaskEvent]], None]
@@ -121,14 +148,20 @@ class Feed:
         """What one transaction did to tasks, from its net row changes (it holds the task rows
         before and after; an attempt that started and ended inside it, as an in-module handler's
         does, shows as its `attempts` going up while the status is no longer running)."""
-        change = next((c for c in record.changes if c.table == "task"), None)
-        if change is None:
+        for change in record.changes:
+            if change.table == "task":
+                break
+        else:
             return []
-        decode = self._decoder.decode
-        before: dict[int, Task] = {t.id: t for t in map(decode, change.deletes)}
+        form = self._decoder
+        before: dict[int, Any] = {}
+        for raw in change.deletes:
+            was = _seen(form, raw)
+            before[was.id] = was
         out: list[TaskEvent] = []
         at = record.timestamp
-        for after in map(decode, change.inserts):
+        for raw in change.inserts:
+            after = _seen(form, raw)
             was = before.get(after.id)
             q, jt = after.queue, after.job_type
             if was is None:
@@ -138,7 +171,7 @@ class Feed:
                 out.append(TaskEvent("started", q, jt, at))
             ran = was is not None and was.status is TaskStatus.RUNNING
             if after.status is not TaskStatus.RUNNING and (ran or started > 0):
-                took = None if after.last_attempted_at is None else max(at - after.last_attempted_at.micros, 0) / 1e6
+                took = None if after.last_attempted_at is None else max(at - after.last_attempted_at, 0) / 1e6
                 if after.status is TaskStatus.COMPLETED:
                     out.append(TaskEvent("completed", q, jt, at, took))
                 else:

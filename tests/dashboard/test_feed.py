@@ -8,6 +8,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from stdbmod import Database, Identity, ManualClock
@@ -16,7 +17,10 @@ from stdbmod.http.metrics import MAX_PAIRS, Metrics
 from stdbmod.http.metrics_feed import Feed, TaskEvent
 from stdbmod.http.metrics_tasks import Counts
 from stdbmod.retry import GiveUp, HandlerContext, RetryableError, create_retry_module
+from stdbmod.rowformat import MAP, is_map
+from stdbmod.runtime import CommitRecord
 from stdbmod.runtime.jobs import CallJob
+from stdbmod.runtime.records import TableChange
 
 ADMIN = Identity.from_claims("test", "admin")
 
@@ -92,6 +96,34 @@ def test_requeue_and_delete_are_neither_attempts_nor_deaths(handled: Any) -> Non
     assert _kinds(events) == ["started", "failed", "dead"]
 
 
+def _as_maps(db: Database, record: CommitRecord) -> CommitRecord:
+    """`record` as a commit log written before rows were arrays holds it: task rows as maps."""
+    form = db.module.tables["task"].row_format
+
+    def maps(rows: list[bytes]) -> list[bytes]:
+        return [form.hashed(raw, MAP) for raw in rows]
+
+    changes = [TableChange(c.table, maps(c.deletes), maps(c.inserts)) if c.table == "task" else c for c in record.changes]
+    return msgspec.structs.replace(record, changes=changes)
+
+
+def test_worker_attempts_and_rows_of_either_form(handled: Any) -> None:
+    """A worker's claim and completion: the attempt's duration is the time between them, and row
+    images in the older map form (an upgraded database's rows) give the same events."""
+    db, _, feed, events = handled
+    t = db.call("enqueue", "email", "mail", {"to": "a"}, sender=ADMIN)
+    db.call("claim", "mail", "w1", sender=ADMIN)
+    db.clock.advance(2.5)
+    db.call("complete", t.id, {"ok": True}, sender=ADMIN)
+    records = [r for batch in feed._records for r in batch]
+    feed.drain()
+    assert [(e.kind, e.queue, e.job_type) for e in events] == [("enqueued", "mail", "email"), ("started", "mail", "email"), ("completed", "mail", "email")]
+    assert events[-1].seconds == 2.5
+    old = [_as_maps(db, r) for r in records]
+    assert all(is_map(raw) for r in old for c in r.changes if c.table == "task" for raw in (*c.deletes, *c.inserts))
+    assert [e for r in old for e in feed.task_events(r)] == events
+
+
 def test_the_hooks_only_hand_work_on(handled: Any) -> None:
     """The writer's hooks append to the feed's queues; nothing is decoded until a drain."""
     db, script, feed, events = handled
@@ -137,5 +169,23 @@ def test_label_pairs_are_bounded(tmp_path: Path) -> None:
         assert len(samples) == MAX_PAIRS + 1
         other = [s.value for s in samples if s.labels == {"queue": "_other", "job_type": "_other"}]
         assert other == [50]
+    finally:
+        db.close()
+
+
+def test_task_events_count_per_series(tmp_path: Path) -> None:
+    """Events are counted per series in one drain, deaths by reason, attempts observed each."""
+    m, db = _metrics(tmp_path)
+    try:
+        m.on_tasks([TaskEvent("completed", "q", "t", 0, 0.5), TaskEvent("completed", "q", "t", 0, 2.0), TaskEvent("completed", "r", "t", 0, 1.0),
+                    TaskEvent("dead", "q", "t", 0, reason="exhausted"), TaskEvent("dead", "q", "t", 0), TaskEvent("dead", "q", "t", 0)])
+        m.on_tasks([TaskEvent("completed", "q", "t", 0, 4.0)])
+        done = {s.labels["queue"]: s.value for s in next(iter(m.tasks["completed"].collect())).samples if s.name.endswith("_total")}
+        assert done == {"q": 3, "r": 1}
+        dead = {s.labels["reason"]: s.value for s in next(iter(m.dead.collect())).samples if s.name.endswith("_total")}
+        assert dead == {"exhausted": 1, "unknown": 2}
+        took = {(s.name, s.labels["queue"]): s.value for s in next(iter(m.attempts.collect())).samples if not s.name.endswith("_bucket")}
+        assert took[("stdbmod_task_attempt_duration_seconds_count", "q")] == 3
+        assert took[("stdbmod_task_attempt_duration_seconds_sum", "q")] == 6.5
     finally:
         db.close()
