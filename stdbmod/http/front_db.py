@@ -30,7 +30,9 @@ from typing import Any, cast
 
 from ..errors import StdbError
 from ..runtime import Database
+from ..runtime.calls import pass_on
 from ..runtime.jobs import CallJob, Job
+from ..runtime.writer import Outcome
 from ..storage.lmdb_storage import LmdbStorage
 from ..types import ConnectionId, Identity, Timestamp
 from . import frames
@@ -288,6 +290,10 @@ class FrontDatabase(Database):
 
     def _run(self, job: Job) -> Future[Any]:
         return self._submit(job)
+
+    def _submit_to(self, job: Job, outcome: Outcome) -> None:
+        fut = self._submit(job)
+        fut.add_done_callback(lambda done: pass_on(done, outcome))
 
     def connect(self, sender: Identity) -> ConnectionId:
         raw = self._client().request(lambda i: frames.Connect(i, sender.to_bytes())).result()

@@ -10,7 +10,7 @@ anything for `Any`) skip msgspec's conversion: it would return each of them unch
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from typing import Any, Final, NoReturn
 
 import msgspec
@@ -21,7 +21,7 @@ from ..module import Module
 from ..schema import ReducerDef
 from ..types import ConnectionId, Identity
 from .jobs import CallJob, Job
-from .writer import MAX_BATCH, Done, Waiter, Writer
+from .writer import MAX_BATCH, Done, Outcome, Waiter, Writer
 
 # Errors msgspec lets through for values it cannot take: a string with a lone surrogate cannot
 # be UTF-8 (UnicodeEncodeError), an int past 64 bits cannot be MessagePack (OverflowError).
@@ -144,6 +144,14 @@ class Calls:
     def submit(self, job: Job) -> Future[Any]:
         return self.procedure(job) or self.writer.submit(job)
 
+    def submit_to(self, job: Job, outcome: Outcome) -> None:
+        """`submit`, settling `outcome` instead of returning a future."""
+        fut = self.procedure(job)
+        if fut is None:
+            self.writer.submit_to(job, outcome)
+        else:
+            fut.add_done_callback(lambda done: pass_on(done, outcome))
+
     def run(self, job: Job) -> Future[Any] | Waiter | Done:
         """As `submit`, for a caller that waits for the result: run here if the writer is idle."""
         return self.procedure(job) or self.writer.run(job)
@@ -167,6 +175,18 @@ class Calls:
     def call(self, name: str, args: tuple[Any, ...], sender: object, connection_id: object) -> Any:
         """`Database.call`: the job, run here or queued, and its result once committed."""
         return self.run(self.job(name, args, sender, connection_id)).result()
+
+
+def pass_on(done: Future[Any], outcome: Outcome) -> None:
+    """Settle `outcome` as the future `done` was settled."""
+    if done.cancelled():
+        outcome.set_exception(CancelledError())
+        return
+    error = done.exception()
+    if error is None:
+        outcome.set_result(done.result())
+    else:
+        outcome.set_exception(error)
 
 
 def _is_procedure(job: Job) -> bool:

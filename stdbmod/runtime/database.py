@@ -50,7 +50,7 @@ from .logtrim import state_hash_of
 from .migrate import rebuild_indexes
 from .schema_check import check_compatible
 from .transaction import TxView
-from .writer import MAX_BATCH, Done, Waiter, Writer
+from .writer import MAX_BATCH, Done, Outcome, Waiter, Writer
 
 # 2: rows are MessagePack arrays (rowformat.py); a database of format 1 holds maps, which this
 # version reads as they are. 3: an auto_inc sequence's stored value is a high-water mark, and the
@@ -285,6 +285,16 @@ class Database:
         they are, without the second type check `submit` makes of arbitrary Python values."""
         return self._submit(self._calls.job(reducer, args, sender, connection_id, typed=True))
 
+    def submit_typed_to(
+        self, reducer: str, args: tuple[Any, ...], outcome: Outcome, *, sender: Identity, connection_id: ConnectionId | None = None
+    ) -> None:
+        """`submit_typed`, settling `outcome` (any object with `Future`'s `done`, `set_result` and
+        `set_exception`; on the writer thread, after the commit) instead of returning a `Future`:
+        for a caller with its own way to wake up, as the HTTP server's event loop has. A `Future`
+        builds a condition variable and takes its lock at each step from its creation to the
+        waiter's wake-up."""
+        self._submit_to(self._calls.job(reducer, args, sender, connection_id, typed=True), outcome)
+
     def call(self, reducer: str, *args: Any, sender: Identity, connection_id: ConnectionId | None = None) -> Any:
         """Call a reducer as `sender` and wait for its durable commit. Returns what it returned.
 
@@ -382,6 +392,9 @@ class Database:
 
     def _submit(self, job: Job) -> Future[Any]:
         return self._calls.submit(job)
+
+    def _submit_to(self, job: Job, outcome: Outcome) -> None:
+        self._calls.submit_to(job, outcome)
 
     def _run(self, job: Job) -> Future[Any] | Waiter | Done:
         """As `_submit`, for a caller that waits for the result: run here if the writer is idle."""

@@ -20,7 +20,7 @@ import time
 from _thread import get_ident
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from ..errors import DatabaseClosed
 
@@ -29,6 +29,17 @@ MAX_BATCH: Final = 512
 _STOP: Final = object()
 
 Batch = list[tuple[Any, Any]]  # (job, Future or Done)
+
+
+class Outcome(Protocol):
+    """What the writer settles a job's outcome through: the three methods of `Future` it uses.
+    `Future`, `Waiter` and `Done` are ones; `Writer.submit_to` takes any other."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, value: Any) -> None: ...
+
+    def set_exception(self, error: BaseException) -> None: ...
 
 
 class Done:
@@ -120,6 +131,10 @@ class Writer:
         fut: Future[Any] = Future()
         self._enqueue(job, fut)
         return fut
+
+    def submit_to(self, job: Any, outcome: Outcome) -> None:
+        """`submit`, settling the caller's own `outcome` (on the writer thread, after the commit)."""
+        self._enqueue(job, outcome)
 
     def queue(self, job: Any) -> Waiter:
         """`submit` for a caller about to block on `.result()` (no callbacks, no asyncio)."""
