@@ -324,6 +324,7 @@ class Hub:
         self._working = False  # the hub's thread is handling what it took from the inbox
         self.next = 0  # the first offset not applied yet
         self._progress = threading.Condition(self._lock)
+        self._waiting = 0  # threads in `_wait_progress`: the writer's thread notifies only if any
         self._tracked: list[_Tracked] = []
         self._set_ids = itertools.count(1)
         self._by_table: dict[str, dict[Subscription, int]] = {}  # who reads a table, and with how many queries
@@ -372,10 +373,16 @@ class Hub:
         if not self._lock.acquire(False):
             return False
         try:
-            if self._tracked or self._inbox or self._stale or records[0].offset != self.next or self._read(records):
+            if self._tracked or self._inbox or self._stale or records[0].offset != self.next:
                 return False
+            by_table = self._by_table  # `_read`, inline: a Python call less on every commit
+            for r in records:
+                for c in r.changes:
+                    if by_table.get(c.table):
+                        return False
             self.next = records[-1].offset + 1
-            self._progress.notify_all()
+            if self._waiting:  # Condition.notify_all is two Python calls, on every commit
+                self._progress.notify_all()
             return True
         finally:
             self._lock.release()
@@ -608,7 +615,7 @@ class Hub:
             rows = [select_rows(snap.db, s.plan) for s in states]
         self._wake()
         with self._progress:  # the rows as of the last update delivered: the hub at the snapshot or past it
-            self._progress.wait_for(lambda: self.next >= start or self._closed, 30.0)
+            self._wait_progress(lambda: self.next >= start or self._closed, 30.0)
             if self.next > start:
                 rows = self._fold(states, rows, start, self.next)
             sub.sets.pop(set_id, None)
@@ -655,7 +662,15 @@ class Hub:
             return self._closed or (self.next >= end and not self._working and not self._inbox and not self._stale)
 
         with self._progress:
+            return self._wait_progress(done, timeout)
+
+    def _wait_progress(self, done: Callable[[], bool], timeout: float) -> bool:
+        """`_progress.wait_for`, counted in `_waiting` (the lock is held)."""
+        self._waiting += 1
+        try:
             return self._progress.wait_for(done, timeout)
+        finally:
+            self._waiting -= 1
 
     def close(self) -> None:
         with self._cv:
