@@ -19,6 +19,7 @@ from starlette.requests import Request
 from ..errors import StdbError
 from ..local.tokens import InvalidToken, SigningKey
 from ..runtime import Database
+from ..runtime.calls import pass_on
 from ..types import ConnectionId, Identity
 from . import inputs
 from .errors import HttpError
@@ -130,35 +131,18 @@ def _has_connection_hooks(db: Database) -> bool:
     return bool(hooks["client_connected"] or hooks["client_disconnected"])
 
 
-def _settle(waiter: asyncio.Future[Any], done: Future[Any]) -> None:
-    if waiter.cancelled():  # the request went away; the call itself committed or not regardless
-        return
-    if done.cancelled():
-        waiter.cancel()
-        return
-    e = done.exception()
-    if e is None:
-        waiter.set_result(done.result())
-    else:
-        waiter.set_exception(e)
-
-
 async def _result(done: Future[Any]) -> Any:
-    """Await a writer's future from the event loop. Leaner than `asyncio.wrap_future`, which
-    also chains cancellation back to the writer's future (a queued call is never cancelled)
-    and checks both futures' states on every hand-over: here the writer thread schedules one
-    callback on the loop, which settles the waiter."""
+    """Await a writer's future from the event loop (the writes other than the job routes'). Leaner
+    than `asyncio.wrap_future`, which also chains cancellation back to the writer's future (a
+    queued call is never cancelled) and checks both futures' states on every hand-over: here the
+    future, once settled, hands its outcome to an `_Answer`, which wakes the loop once."""
     if isinstance(done, asyncio.Future):  # an HTTP front's call (front_db.py): settled on this loop
         return await done
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[Any] = loop.create_future()
-    done.add_done_callback(lambda f: _wake(loop, waiter, f))
+    answer = _Answer(loop, waiter)
+    done.add_done_callback(lambda f: pass_on(f, answer))
     return await waiter
-
-
-def _wake(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any], done: Future[Any]) -> None:
-    if not loop.is_closed():  # a call committed after the server stopped has nobody to answer
-        loop.call_soon_threadsafe(_settle, waiter, done)
 
 
 class _Answer:
