@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 from _thread import get_ident
 from collections.abc import AsyncIterator
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -181,6 +181,9 @@ class _Answer:
 
 def _answered(waiter: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
     if waiter.cancelled():  # the request went away; the call itself committed or not regardless
+        return
+    if isinstance(error, CancelledError):  # the writer's future was cancelled (`pass_on`)
+        waiter.cancel()
         return
     if error is None:
         waiter.set_result(value)

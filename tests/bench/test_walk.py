@@ -15,7 +15,7 @@ from stdbmod import compiled
 def test_the_walk_crosses_every_layer_and_checks_the_arguments_once(route: str, reducer: str) -> None:
     seen = walk(route)
     assert route in seen["http/routes_jobs.py"] and "decode" in seen["http/inputs.py"]  # the body's one decoding
-    assert "Database.submit_typed" in seen["runtime/database.py"] and "encode_args" in seen["runtime/calls.py"]
+    assert "Database.submit_typed_to" in seen["runtime/database.py"] and "encode_args" in seen["runtime/calls.py"]
     assert "Core.run_batch" in seen["runtime/core.py"] and "record_of" in seen["runtime/jobs.py"]
     assert f"declare_reducers.<locals>.{reducer}" in seen["retry/reducers.py"]
     assert "_LmdbWrite.commit" in seen["storage/lmdb_storage.py"] and "append" in seen["runtime/commitlog.py"]
