@@ -77,7 +77,7 @@ class Feed:
         self._records: collections.deque[list[CommitRecord]] = collections.deque()
         self._batches: collections.deque[BatchTimes] = collections.deque()
         self._lock = threading.Lock()  # one drain at a time, so listeners see events in order
-        self._decoder: Any = None
+        self._form: RowFormat | None = None
         self._db: Database | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -89,7 +89,7 @@ class Feed:
         someone else is kept and still called."""
         hooks = db.hooks
         self._db = db
-        self._decoder = db.module.tables["task"].row_format if has_tasks(db) else None
+        self._form = db.module.tables["task"].row_format if has_tasks(db) else None
         earlier = hooks.on_commit
         if earlier is None:
             hooks.on_commit = self._records.append
@@ -137,7 +137,7 @@ class Feed:
                     b(times)
             while self._records:
                 records = self._records.popleft()
-                if self._decoder is None:
+                if self._form is None:
                     continue
                 events = [e for r in records for e in self.task_events(r)]
                 if events:
@@ -148,12 +148,14 @@ class Feed:
         """What one transaction did to tasks, from its net row changes (it holds the task rows
         before and after; an attempt that started and ended inside it, as an in-module handler's
         does, shows as its `attempts` going up while the status is no longer running)."""
+        form = self._form
+        if form is None:  # not the task-retry module's tables: no task events
+            return []
         for change in record.changes:
             if change.table == "task":
                 break
         else:
             return []
-        form = self._decoder
         before: dict[int, Any] = {}
         for raw in change.deletes:
             was = _seen(form, raw)

@@ -28,7 +28,7 @@ MAX_BATCH: Final = 512
 
 _STOP: Final = object()
 
-Batch = list[tuple[Any, Any]]  # (job, Future or Done)
+Batch = list[tuple[Any, Any]]  # (job, its Outcome: a Future, Waiter, Done or the caller's own)
 
 
 class Outcome(Protocol):
