@@ -2,10 +2,11 @@
 
 Each front holds one end of a socketpair the writer made for it (no path on disk, so no other
 process can connect and call reducers as anyone). A frame is a 4-byte big-endian length, then a
-MessagePack-encoded msgspec Struct. A front sends `Call`, `Sql`, `Connect` or `Disconnect`; the
-writer answers each with one `Reply` carrying the same `id`, after the call's commit is on disk
-(its future resolved), so a front answers a request only when its write is durable. After
-commits the writer also sends a `Notice`, the wake-up of the front's commit-log readers.
+MessagePack-encoded msgspec Struct. A front sends `Call`, `Sql`, `Connect`, `Disconnect` or
+`Scrape`; the writer answers each with one `Reply` carrying the same `id`, a write's after its
+commit is on disk (its future resolved), so a front answers a request only when its write is
+durable. After commits the writer also sends a `Notice`, the wake-up of the front's commit-log
+readers.
 
 A reply's value and a failure's exception travel pickled: a reducer returns any Python value
 (a `Task`, a list of them, None) and the HTTP layer renders it as it would in one process. Only
@@ -81,7 +82,14 @@ class Notice(msgspec.Struct, tag="notice", array_like=True):
     logged: bool = False
 
 
-Request = Call | Sql | Connect | Disconnect
+class Scrape(msgspec.Struct, tag="scrape", array_like=True):
+    """A front's `GET /metrics`, its admin check passed: the writer answers with the whole
+    exposition as the reply's value (metrics_fronts.py)."""
+
+    id: int
+
+
+Request = Call | Sql | Connect | Disconnect | Scrape
 
 _encoder = msgspec.msgpack.Encoder()
 request_decoder = msgspec.msgpack.Decoder(Request)

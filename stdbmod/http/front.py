@@ -4,8 +4,9 @@ over a `FrontDatabase` (front_db.py), on the listening socket it inherited.
     python -m stdbmod.http.front CONFIG_JSON   # workers.FrontConfig; never run by hand
 
 It serves every route `serve` does (subscriptions and `logs?follow=true` read the log here, woken
-by the writer's notices) except those that need the writer's own hooks, which answer 501 with
-the way to get them (--workers 0): /metrics (its call timings) and the dashboard (its feed).
+by the writer's notices; /metrics from the writer, with every front's HTTP series:
+metrics_fronts.py) except the dashboard, whose live feed is the writer's: a 501 with the way to
+get it (--workers 0).
 When its writer goes away it answers each call 503 at once, keeps answering for
 `writer_grace` seconds, then exits (nobody would restart it).
 """
@@ -21,20 +22,22 @@ from pathlib import Path
 
 import msgspec
 import uvicorn
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 from ..errors import StdbError
 from ..local.modspec import load_module
 from ..local.tokens import load_or_create_key
+from . import frames
 from . import limits as limits_
-from . import openapi
-from .app import ENDPOINTS, create_app
+from . import metrics_port as metrics_port_
+from .app import create_app
 from .errors import error_response
 from .front_db import ADVICE, FrontDatabase, FrontStorage, WriterClient
 from .limits import ConnectionLimits
-from .render import json_response
+from .metrics_extras import admin_only, installed
 from .serve import _end_streams_on_exit, _quiet_signals, _tune_gc, uvicorn_config
 from .workers import FrontConfig
 
@@ -45,6 +48,30 @@ CANNOT_START = 3  # the writer does not start a front again that ended so
 
 async def _no_dashboard(request: Request) -> Response:
     return error_response(501, f"the dashboard is not served by the HTTP fronts of --workers N; {ADVICE}")
+
+
+def _serve_metrics(app: Starlette, link: WriterClient) -> None:
+    """/metrics from the writer (metrics_fronts.py), and this front's HTTP series counted."""
+    from .metrics import CONTENT_TYPE
+    from .metrics_fronts import FrontMetrics
+
+    ctx = app.state.context
+    metrics = FrontMetrics()
+
+    async def open_scrape(request: Request) -> Response:
+        return Response(await link.request(frames.Scrape), media_type=CONTENT_TYPE)
+
+    async def scrape(request: Request) -> Response:
+        await admin_only(ctx, request)
+        return await open_scrape(request)
+
+    routes = app.router.routes
+    for i, route in enumerate(routes):
+        if isinstance(route, WebSocketRoute):
+            routes[i] = WebSocketRoute(route.path, metrics.counted("subscribe", route.endpoint), name=route.name)
+    routes.insert(0, Route("/metrics", scrape, methods=["GET"]))
+    app.state.metrics_app = Starlette(routes=[Route("/metrics", open_scrape, methods=["GET"])], exception_handlers=app.exception_handlers)
+    app.add_middleware(metrics.middleware(routes))
 
 
 def serve_front(config: FrontConfig) -> int:
@@ -78,31 +105,23 @@ def serve_front(config: FrontConfig) -> int:
     app = create_app(
         open_database, key=key, body_limit=config.body_limit, token_ttl=config.token_ttl, run_scheduler=False, metrics=False, dashboard=False
     )
-    ctx = app.state.context
-    spec = openapi.document(ENDPOINTS)  # the API's document without /metrics, which fronts do not serve
-
-    async def openapi_json(request: Request) -> Response:
-        ctx.optional_caller(request)
-        return json_response(spec)
-
-    async def no_metrics(request: Request) -> Response:
-        ctx.caller(request)  # 401 without a valid token, as in one process
-        return error_response(501, f"/metrics is not served by the HTTP fronts of --workers N; {ADVICE}")
-
-    app.router.routes[:0] = [
-        Route("/openapi.json", openapi_json, methods=["GET"]),
-        Route("/metrics", no_metrics, methods=["GET"]),
-        Route("/dashboard{rest:path}", _no_dashboard, methods=["GET", "POST"], include_in_schema=False),
-    ]
+    app.router.routes[:0] = [Route("/dashboard{rest:path}", _no_dashboard, methods=["GET", "POST"], include_in_schema=False)]
+    if installed("prometheus_client"):  # without it, the app's own /metrics answers 501 saying so
+        _serve_metrics(app, link)
+    metrics_sock = None if config.metrics_fd < 0 else socket.socket(fileno=config.metrics_fd)
     host, port = sock.getsockname()[:2]
-    server = uvicorn.Server(uvicorn_config(
+    uconfig = uvicorn_config(
         app, host=host, port=port, log_level=config.log_level, access_log=config.access_log, limits=limits, body_limit=config.body_limit
-    ))
+    )
+    server = uvicorn.Server(uconfig)
     _end_streams_on_exit(server, app)
     _tune_gc()
     try:
         with _quiet_signals():
-            server.run(sockets=[sock])
+            if metrics_sock is None:
+                server.run(sockets=[sock])
+            else:
+                metrics_port_.run_both(server, sock, metrics_port_.side_server(app.state.metrics_app, uconfig), metrics_sock)
     finally:
         link.close()
     return 0

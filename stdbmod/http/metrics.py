@@ -87,6 +87,16 @@ class _TaskGauges(Collector):
         yield GaugeMetricFamily("stdbmod_tasks_count_seconds", "What the last index count of the task gauges took.", value=snap.cost_seconds)
 
 
+def http_histogram(registry: CollectorRegistry) -> Histogram:
+    return Histogram(
+        "stdbmod_http_request_duration_seconds", "HTTP requests by route template, method and status, with their durations.",
+        ["route", "method", "status"], buckets=HTTP_BUCKETS, registry=registry,
+    )
+
+
+SOCKETS = ("stdbmod_websocket_connections", "Open WebSocket connections per endpoint.")
+
+
 class _Sockets(Collector):
     """Open WebSocket connections per endpoint, read at scrape time."""
 
@@ -94,7 +104,7 @@ class _Sockets(Collector):
         self.sockets = sockets
 
     def collect(self) -> Iterator[Metric]:
-        g = GaugeMetricFamily("stdbmod_websocket_connections", "Open WebSocket connections per endpoint.", labels=["endpoint"])
+        g = GaugeMetricFamily(*SOCKETS, labels=["endpoint"])
         for endpoint, count in sorted(self.sockets.items()):
             g.add_metric([endpoint], count())
         yield g
@@ -103,7 +113,12 @@ class _Sockets(Collector):
 class Metrics:
     """The registry, fed by the commit stream; `render` is a scrape."""
 
-    def __init__(self, feed: Feed, counts: Counts, db: Callable[[], Database], sockets: Mapping[str, Callable[[], int]]) -> None:
+    def __init__(
+        self, feed: Feed, counts: Counts, db: Callable[[], Database], sockets: Mapping[str, Callable[[], int]] | None
+    ) -> None:
+        """`sockets`: the WebSocket counts per endpoint; None where this process serves no HTTP
+        (the writer of `serve --workers N`, whose fronts' HTTP series come from metrics_fronts.py):
+        then no HTTP histogram and no WebSocket gauge either."""
         self.feed = feed
         disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` twin of every series (process-wide)
         self.registry = r = CollectorRegistry()
@@ -127,12 +142,11 @@ class Metrics:
         )
         self.offset = Gauge("stdbmod_commit_log_offset", "The offset of the newest transaction in the commit log (any node's).", registry=r)
         self.offset.set_function(lambda: db().commit_log_end() - 1)
-        self.http = Histogram(
-            "stdbmod_http_request_duration_seconds", "HTTP requests by route template, method and status, with their durations.",
-            ["route", "method", "status"], buckets=HTTP_BUCKETS, registry=r,
-        )
         r.register(_TaskGauges(db, counts))
-        r.register(_Sockets(sockets))
+        self.http: Histogram | None = None
+        if sockets is not None:
+            self.http = http_histogram(r)
+            r.register(_Sockets(sockets))
         self._pairs: set[tuple[str, str]] = set()
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         feed.task_listeners.append(self.on_tasks)
@@ -198,8 +212,12 @@ class Metrics:
         return generate_latest(self.registry)
 
     def middleware(self, routes: Sequence[BaseRoute]) -> Callable[[ASGIApp], ASGIApp]:
+        http = self.http
+        if http is None:
+            raise ValueError("these metrics serve no HTTP (sockets=None): no request histogram")
+
         def build(app: ASGIApp) -> ASGIApp:
-            return RequestMetrics(app, self.http, routes)
+            return RequestMetrics(app, http, routes)
 
         return build
 

@@ -103,10 +103,7 @@ class Extras:
     # --- /metrics -------------------------------------------------------------------------------
 
     async def scrape(self, request: Request) -> Response:
-        """An admin's token (Authorization: Bearer), checked in a read snapshot."""
-        caller = self.ctx.caller(request)
-        if not await run_in_threadpool(is_admin_now, self.ctx.db, caller):
-            raise HttpError(403, f"/metrics: only an admin may read the metrics ({caller} is not one)")
+        await admin_only(self.ctx, request)
         return await self.open_scrape(request)
 
     async def open_scrape(self, request: Request) -> Response:
@@ -121,6 +118,13 @@ class Extras:
     def metrics_app(self, **starlette: Any) -> Starlette:
         """The app of the metrics port: GET /metrics, open (bind it to loopback only)."""
         return Starlette(routes=[Route("/metrics", self.open_scrape, methods=["GET"])], **starlette)
+
+
+async def admin_only(ctx: ServerContext, request: Request) -> None:
+    """/metrics' check: an admin's token (Authorization: Bearer), checked in a read snapshot."""
+    caller = ctx.caller(request)
+    if not await run_in_threadpool(is_admin_now, ctx.db, caller):
+        raise HttpError(403, f"/metrics: only an admin may read the metrics ({caller} is not one)")
 
 
 async def _no_dashboard(request: Request) -> Response:

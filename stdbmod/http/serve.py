@@ -195,8 +195,6 @@ def serve(
     path: Any = data_dir if place.is_url(data_dir) else Path(data_dir)
     if workers and not isinstance(path, Path):
         raise ServeError("--workers needs a data directory (LMDB), not a PostgreSQL URL: serve it with --workers 0")
-    if workers and metrics_port is not None:
-        raise ServeError("--metrics-port is not served with --workers N yet: serve with --workers 0 for it")
     sock = listen(host, port)
     metrics_socket = None
     try:
@@ -244,9 +242,11 @@ def serve(
             max_connections=-(-limits.max_connections // workers), header_timeout=limits.header_timeout, keep_alive_timeout=limits.keep_alive_timeout,
         )
         try:
-            return workers_.run(open_database, sock, workers, front)
+            return workers_.run(open_database, sock, workers, front, metrics_socket)
         finally:
             sock.close()
+            if metrics_socket is not None:
+                metrics_socket.close()
             if lock is not None:
                 lock.release()  # after the writer closed the database
 

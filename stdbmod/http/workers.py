@@ -27,12 +27,18 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from ..errors import StoragePanic
 from ..runtime import Database, Scheduler
+from .errors import HttpError
+from .metrics_extras import METRICS_MISSING, installed
 from .writer_link import WriterLink
+
+if TYPE_CHECKING:
+    from .metrics_fronts import WriterMetrics
 
 log = logging.getLogger("stdbmod.http")
 
@@ -54,6 +60,7 @@ class FrontConfig(msgspec.Struct, kw_only=True):
     keep_alive_timeout: int
     listen_fd: int = -1
     link_fd: int = -1
+    metrics_fd: int = -1  # --metrics-port's socket, served by the first front
     # seconds a front keeps answering 503 after its writer went away, before it exits itself
     writer_grace: float = 10.0
 
@@ -102,8 +109,10 @@ class _Front:
 
 
 class Writer:
-    def __init__(self, db: Database, sock: socket.socket, config: FrontConfig) -> None:
+    def __init__(self, db: Database, sock: socket.socket, config: FrontConfig, metrics_sock: socket.socket | None) -> None:
         self.db = db
+        self.metrics_sock = metrics_sock
+        self.metrics: WriterMetrics | None = None  # the fronts' /metrics (metrics_fronts.py); none without prometheus-client
         self.sock = sock
         self.config = config
         self.stop = _Stop()
@@ -115,21 +124,25 @@ class Writer:
     def spawn(self, front: _Front) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            config = msgspec.structs.replace(self.config, listen_fd=self.sock.fileno(), link_fd=theirs.fileno())
+            fds = [self.sock.fileno(), theirs.fileno()]
+            if front.index == 0 and self.metrics_sock is not None:
+                fds.append(self.metrics_sock.fileno())
+            config = msgspec.structs.replace(self.config, listen_fd=fds[0], link_fd=fds[1], metrics_fd=fds[2] if len(fds) > 2 else -1)
             with self._lock:
                 if self.stop.is_set():
                     mine.close()
                     return
                 front.proc = subprocess.Popen(
                     [sys.executable, "-m", "stdbmod.http.front", msgspec.json.encode(config).decode()],
-                    pass_fds=(self.sock.fileno(), theirs.fileno()),
+                    pass_fds=fds,
+                    env=None if self.metrics is None else self.metrics.front_env(),
                 )
         except BaseException:
             mine.close()
             raise
         finally:
             theirs.close()
-        link = WriterLink(self.db, mine, self.lifecycle)
+        link = WriterLink(self.db, mine, self.lifecycle, self.scrape)
         threading.Thread(target=link.run, name=f"stdbmod-link-{front.index}", daemon=True).start()
         threading.Thread(target=self._watch, args=(front, front.proc), name=f"stdbmod-front-{front.index}", daemon=True).start()
 
@@ -138,6 +151,8 @@ class Writer:
 
         code = proc.wait()
         _clear_stale_readers(self.db)  # a front killed in a read leaves its LMDB reader slot behind
+        if self.metrics is not None:
+            self.metrics.front_ended(proc.pid)
         if self.stop.is_set():
             return
         if code == CANNOT_START:
@@ -150,6 +165,11 @@ class Writer:
             return
         log.warning("HTTP front %d (pid %d) ended with status %s; starting another", front.index, proc.pid, code)
         self.spawn(front)
+
+    def scrape(self) -> bytes:
+        if self.metrics is None:
+            raise HttpError(501, METRICS_MISSING)
+        return self.metrics.render()
 
     def on_panic(self, e: StoragePanic) -> None:
         log.critical("storage panic, shutting down: %s", e)
@@ -171,16 +191,17 @@ class Writer:
                 p.wait()
 
 
-def run(open_database: Callable[[], Database], sock: socket.socket, workers: int, config: FrontConfig) -> int:
-    """Serve until SIGTERM/SIGINT with `workers` fronts; the exit status (0, or 70 after a
-    storage panic)."""
+def run(open_database: Callable[[], Database], sock: socket.socket, workers: int, config: FrontConfig, metrics_sock: socket.socket | None) -> int:
+    """Serve until SIGTERM/SIGINT with `workers` fronts (the first also serves `metrics_sock`,
+    --metrics-port, if given); the exit status (0, or 70 after a storage panic)."""
     db = open_database()
-    writer = Writer(db, sock, config)
+    writer = Writer(db, sock, config, metrics_sock)
     db.hooks.on_panic = writer.on_panic
     scheduler: Scheduler | None = None
     saved: dict[int, object] = {}
     saved_wakeup = -1
     try:
+        writer.metrics = _writer_metrics(db)
         db.disconnect_dangling()  # before any front: connections a crash left open
         scheduler = Scheduler(db).start()
 
@@ -201,6 +222,8 @@ def run(open_database: Callable[[], Database], sock: socket.socket, workers: int
         if scheduler is not None:
             scheduler.stop()
         writer.lifecycle.shutdown(wait=True)
+        if writer.metrics is not None:
+            writer.metrics.close()
         db.close()
         if saved:
             signal.set_wakeup_fd(saved_wakeup)
@@ -208,6 +231,14 @@ def run(open_database: Callable[[], Database], sock: socket.socket, workers: int
             signal.signal(s, handler)  # type: ignore[arg-type]
         writer.stop.close()
     return EXIT_PANIC if writer.panicked.is_set() else 0
+
+
+def _writer_metrics(db: Database) -> WriterMetrics | None:
+    if not installed("prometheus_client"):
+        return None
+    from .metrics_fronts import WriterMetrics
+
+    return WriterMetrics(db)
 
 
 def _clear_stale_readers(db: Database) -> None:

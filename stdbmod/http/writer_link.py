@@ -14,6 +14,7 @@ import pickle
 import queue
 import socket
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -49,10 +50,12 @@ _Item = tuple[int, "Future[Any] | BaseException", "CallJob | None"] | str | None
 class WriterLink:
     """Serves one front's socket until it closes; `run` blocks (call it on a thread of its own)."""
 
-    def __init__(self, db: Database, sock: socket.socket, lifecycle: ThreadPoolExecutor) -> None:
+    def __init__(self, db: Database, sock: socket.socket, lifecycle: ThreadPoolExecutor, scrape: Callable[[], bytes]) -> None:
+        """`scrape`: a front's /metrics (metrics_fronts.py), or raises the error to answer."""
         self.db = db
         self.sock = sock
-        self._lifecycle = lifecycle  # connect/disconnect wait for their commit: off the reading thread
+        self._lifecycle = lifecycle  # connect/disconnect wait for their commit, a scrape counts: off the reading thread
+        self._scrape = scrape
         # replies ready to send; None: the link closed. A SimpleQueue's put is C code that wakes
         # the sender without the Python-level Condition of threading.Event, whose set() had
         # taken ~10% of the writer thread's time.
@@ -101,8 +104,10 @@ class WriterLink:
                 fut = self.db.submit_job(SqlJob.from_record(self.db, req.args, Identity(req.sender)))
             elif isinstance(req, frames.Connect):
                 fut = self._lifecycle.submit(self._connect, Identity(req.sender))
-            else:
+            elif isinstance(req, frames.Disconnect):
                 fut = self._lifecycle.submit(self.db.disconnect, Identity(req.sender), ConnectionId(req.connection_id))
+            else:
+                fut = self._lifecycle.submit(self._scrape)
         except Exception as e:  # refused before it was queued (unknown reducer, bad arguments)
             self._ready.put((req.id, e, None))
             return

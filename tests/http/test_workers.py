@@ -1,11 +1,13 @@
 """`stdbmod serve --workers N` against real servers: HTTP fronts in their own processes, the
 writer in another (stdbmod/http/workers.py). The seed routes end to end, auth in a front, a front
 killed mid-flight (no acknowledged write lost), the writer gone (503s, no hang), hostile heads
-still bounded, the routes a front cannot serve refused clearly, one server per directory."""
+still bounded, /metrics from any front (the writer's series and every front's), the dashboard
+refused clearly, one server per directory."""
 
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import socket
 import threading
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from websockets.sync.client import connect
 
 from stdbmod import Database
 from stdbmod.http import frames
@@ -23,13 +26,15 @@ from stdbmod.http.writer_link import WriterLink
 from stdbmod.local.modspec import load_module
 from stdbmod.types import Identity
 
+from ..dashboard.test_metrics import parse, scrape, value
 from ..subscriptions.conftest import Shop, start_shop
 from ..subscriptions.test_websocket import (  # noqa: F401 (collected here too: subscribers in the fronts)
     test_a_failed_call_is_sent_to_its_caller_only,
     test_every_subscription_message,
     test_updates_come_in_commit_order_with_several_writers,
 )
-from .servers import STARTUP_DEADLINE, Roles, Server, bearer, start_server
+from ..subscriptions.wsclient import PROTOCOL
+from .servers import METRICS_LISTENING, STARTUP_DEADLINE, Roles, Server, announced_port, bearer, start_server
 from .test_connection_limits import (  # noqa: F401 (collected here too: against the fronts)
     test_an_endless_head_is_refused_early_and_costs_no_memory,
     test_heads_are_bounded_in_size_and_count_before_authentication,
@@ -78,7 +83,7 @@ def wait_fronts(server: Server, n: int, without: frozenset[int] = frozenset()) -
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    s = start_server(tmp_path_factory.mktemp("workers") / "data", None, "--workers", "2")
+    s = start_server(tmp_path_factory.mktemp("workers") / "data", None, "--workers", "2", "--metrics-port", "0")
     fronts = wait_fronts(s, 2)
     yield s
     assert s.stop() == 0, s.output()
@@ -127,13 +132,47 @@ def test_a_bad_token_is_a_401_from_a_front(server: Server) -> None:
         assert r.headers["www-authenticate"].startswith("Bearer")
 
 
-def test_what_needs_the_writers_hooks_is_a_clear_501(server: Server, roles: Roles) -> None:
-    for path in ("/metrics", "/dashboard", "/dashboard/jobs"):
+def test_the_dashboard_is_a_clear_501_from_a_front(server: Server, roles: Roles) -> None:
+    for path in ("/dashboard", "/dashboard/jobs"):
         r = httpx.get(server.base + path, headers=bearer(roles.owner), timeout=30)
         assert r.status_code == 501 and "--workers 0" in r.json()["error"], (path, r.status_code, r.text)
+
+
+def test_metrics_from_a_front_hold_the_writers_series_and_every_fronts_requests(server: Server, roles: Roles) -> None:
+    """A scrape at any front: the writer's series (its feed saw the commits) and the HTTP series
+    of every front of the run, the killed ones' requests included; the WebSocket gauge counts
+    the live fronts' connections only."""
     assert httpx.get(server.base + "/metrics").status_code == 401  # the token first, as in one process
-    paths = httpx.get(server.base + "/openapi.json").json()["paths"]
-    assert "/metrics" not in paths and "/api:job-retry/jobs" in paths  # the document lists what a front serves
+    assert scrape(server.base, roles.worker).status_code == 403  # then admins only
+    assert "/metrics" in httpx.get(server.base + "/openapi.json").json()["paths"]
+    first = scrape(server.base, roles.owner)
+    assert first.status_code == 200 and first.headers["content-type"].startswith("text/plain; version=0.0.4"), first.text
+    before = parse(first.text)
+    ping = {"route": "/v1/ping", "method": "GET", "status": "200"}
+    count = "stdbmod_http_request_duration_seconds_count"
+    pings = 24
+    for _ in range(pings):  # a connection each: the kernel hands them to either front
+        assert httpx.get(server.base + "/v1/ping").status_code == 200
+    job = httpx.post(server.base + JOBS, json={"job_type": "scraped", "queue": "metrics"}, headers=bearer(roles.worker), timeout=30)
+    assert job.status_code == 200, job.text
+    ws_url = server.base.replace("http://", "ws://") + "/v1/database/retry/subscribe"
+    with connect(ws_url, subprotocols=[PROTOCOL], open_timeout=30) as ws:  # type: ignore[list-item]
+        ws.recv(timeout=30)  # its identity token: the connection is served
+        live = parse(scrape(server.base, roles.owner).text)
+        assert value(live, "stdbmod_websocket_connections", endpoint="subscribe") == 1
+        fronts = wait_fronts(server, 2)
+        for pid in fronts:
+            os.kill(pid, signal.SIGKILL)  # their requests' counts must outlive them; their socket gauge must not
+        wait_fronts(server, 2, without=frozenset(fronts))
+    after = parse(scrape(server.base, roles.owner).text)
+    port = announced_port(server.log, lambda: server.proc.poll() is None, METRICS_LISTENING)
+    opened = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30)  # served by the new first front, no token
+    assert opened.status_code == 200 and value(parse(opened.text), count, **ping) == value(after, count, **ping), opened.text
+    assert value(after, count, **ping) - before.get((count, frozenset(ping.items())), 0) == pings
+    assert value(after, "stdbmod_websocket_connections", endpoint="subscribe") == 0
+    assert value(after, "stdbmod_tasks_enqueued_total", queue="metrics", job_type="scraped") == 1  # the writer's feed
+    assert value(after, "stdbmod_reducer_call_duration_seconds_count", reducer="enqueue", outcome="ok") >= 1
+    assert value(after, "process_resident_memory_bytes") > 0  # the writer's process
 
 
 def test_a_log_stream_in_a_front_gets_the_lines_the_writer_commits(server: Server, roles: Roles) -> None:
@@ -242,23 +281,24 @@ def test_frames_are_bounded_and_split_anywhere() -> None:
         list(frames.FrameReader().feed((frames.MAX_FRAME + 1).to_bytes(4, "big")))
 
 
-def test_the_writer_answers_a_refused_call_and_closes_on_a_frame_it_cannot_read(tmp_path: Path) -> None:
+def test_the_writer_answers_a_refused_call_and_a_scrape_and_closes_on_a_frame_it_cannot_read(tmp_path: Path) -> None:
     owner = Identity(bytes(32))
     db = Database.create(tmp_path / "db", load_module("stdbmod.retry:default_retry").module, owner=owner)
     mine, theirs = socket.socketpair()
     pool = ThreadPoolExecutor(1)
-    link = threading.Thread(target=WriterLink(db, mine, pool).run)
+    link = threading.Thread(target=WriterLink(db, mine, pool, lambda: b"stdbmod_up 1\n").run)
     link.start()
     try:
         theirs.settimeout(STARTUP_DEADLINE)
-        theirs.sendall(frames.encode(frames.Call(7, "no_such_reducer", b"\x90", owner.to_bytes())))
+        theirs.sendall(frames.encode(frames.Call(7, "no_such_reducer", b"\x90", owner.to_bytes())) + frames.encode(frames.Scrape(8)))
         reader = frames.FrameReader()
-        replies: list[frames.Reply] = []
-        while not replies:
+        replies: dict[int, frames.Reply] = {}
+        while len(replies) < 2:
             frames_in = [frames.reply_decoder.decode(b) for b in reader.feed(theirs.recv(65536))]
-            replies += [f for f in frames_in if isinstance(f, frames.Reply)]  # not the commits' notices
-        assert replies[0].id == 7 and replies[0].failure is not None
-        assert replies[0].failure.status == 404 and replies[0].failure.name == "NoSuchReducer"
+            replies |= {f.id: f for f in frames_in if isinstance(f, frames.Reply)}  # not the commits' notices
+        refused = replies[7].failure
+        assert refused is not None and refused.status == 404 and refused.name == "NoSuchReducer"
+        assert replies[8].failure is None and pickle.loads(replies[8].value) == b"stdbmod_up 1\n"
         theirs.sendall(b"\x00\x00\x00\x03abc")  # a frame that is no request
         assert theirs.recv(65536) == b""  # the writer closed the link rather than leave a call unanswered
     finally:
