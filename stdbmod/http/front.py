@@ -37,7 +37,7 @@ from .app import create_app
 from .errors import error_response
 from .front_db import ADVICE, FrontDatabase, FrontStorage, WriterClient
 from .limits import ConnectionLimits
-from .metrics_extras import admin_only, installed
+from .metrics_extras import admin_only
 from .serve import _end_streams_on_exit, _quiet_signals, _tune_gc, uvicorn_config
 from .workers import FrontConfig
 
@@ -50,13 +50,14 @@ async def _no_dashboard(request: Request) -> Response:
     return error_response(501, f"the dashboard is not served by the HTTP fronts of --workers N; {ADVICE}")
 
 
-def _serve_metrics(app: Starlette, link: WriterClient) -> None:
-    """/metrics from the writer (metrics_fronts.py), and this front's HTTP series counted."""
+def _serve_metrics(app: Starlette, link: WriterClient, directory: str) -> None:
+    """/metrics from the writer (metrics_fronts.py), and this front's HTTP series counted in
+    `directory`."""
     from .metrics import CONTENT_TYPE
     from .metrics_fronts import FrontMetrics
 
     ctx = app.state.context
-    metrics = FrontMetrics()
+    metrics = FrontMetrics(directory)
 
     async def open_scrape(request: Request) -> Response:
         return Response(await link.request(frames.Scrape), media_type=CONTENT_TYPE)
@@ -106,8 +107,8 @@ def serve_front(config: FrontConfig) -> int:
         open_database, key=key, body_limit=config.body_limit, token_ttl=config.token_ttl, run_scheduler=False, metrics=False, dashboard=False
     )
     app.router.routes[:0] = [Route("/dashboard{rest:path}", _no_dashboard, methods=["GET", "POST"], include_in_schema=False)]
-    if installed("prometheus_client"):  # without it, the app's own /metrics answers 501 saying so
-        _serve_metrics(app, link)
+    if config.metrics_dir is not None:  # else no prometheus-client: the app's own /metrics answers 501 saying so
+        _serve_metrics(app, link, config.metrics_dir)
     metrics_sock = None if config.metrics_fd < 0 else socket.socket(fileno=config.metrics_fd)
     host, port = sock.getsockname()[:2]
     uconfig = uvicorn_config(

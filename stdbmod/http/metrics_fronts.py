@@ -64,9 +64,9 @@ class WriterMetrics:
 class FrontMetrics:
     """A front's side: its HTTP series, written to the writer's directory."""
 
-    def __init__(self) -> None:
-        if ENV not in os.environ:
-            raise RuntimeError(f"an HTTP front's metrics need {ENV}, which its writer sets")
+    def __init__(self, directory: str) -> None:
+        if os.environ.get(ENV) != directory:  # prometheus-client read it at import: too late to set it here
+            raise RuntimeError(f"an HTTP front's metrics need {ENV}={directory}, set by the writer that starts it")
         registry = CollectorRegistry()  # never collected here: the writer reads the files
         self.http = http_histogram(registry)
         self.sockets = Gauge(*SOCKETS, ["endpoint"], registry=registry, multiprocess_mode="livesum")

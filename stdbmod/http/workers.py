@@ -61,6 +61,7 @@ class FrontConfig(msgspec.Struct, kw_only=True):
     listen_fd: int = -1
     link_fd: int = -1
     metrics_fd: int = -1  # --metrics-port's socket, served by the first front
+    metrics_dir: str | None = None  # where the front keeps its metrics (metrics_fronts.py); None: no metrics
     # seconds a front keeps answering 503 after its writer went away, before it exits itself
     writer_grace: float = 10.0
 
@@ -127,7 +128,10 @@ class Writer:
             fds = [self.sock.fileno(), theirs.fileno()]
             if front.index == 0 and self.metrics_sock is not None:
                 fds.append(self.metrics_sock.fileno())
-            config = msgspec.structs.replace(self.config, listen_fd=fds[0], link_fd=fds[1], metrics_fd=fds[2] if len(fds) > 2 else -1)
+            config = msgspec.structs.replace(
+                self.config, listen_fd=fds[0], link_fd=fds[1], metrics_fd=fds[2] if len(fds) > 2 else -1,
+                metrics_dir=None if self.metrics is None else self.metrics.dir,
+            )
             with self._lock:
                 if self.stop.is_set():
                     mine.close()
