@@ -4,8 +4,10 @@ time per request split by thread (the event loop, the writer, the scheduler), an
 On a shared machine, CPU per request is steadier than requests/s.
 
     python -m bench.http_cpu JOBS WORKERS [--py-spy OUT]   # OUT.txt: raw stacks, else an SVG
+    python -m bench.http_cpu JOBS WORKERS --fronts N       # `serve --workers N`: each process
 
 With --py-spy, py-spy records the server (GIL holders only, every thread) while the load runs.
+With --fronts, the writer process and each HTTP front are reported apart, thread by thread.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
-from .http_load import ROOT, _process_cpu
+from .http_load import ROOT
 from .servers import free_port, wait_port
 
 
@@ -42,12 +45,13 @@ def main() -> None:
     ap.add_argument("jobs", type=int)
     ap.add_argument("workers", type=int)
     ap.add_argument("--py-spy", dest="py_spy", metavar="OUT")
+    ap.add_argument("--fronts", type=int, default=0, help="serve --workers N: HTTP in N front processes")
     a = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": ROOT}
     with tempfile.TemporaryDirectory(prefix="stdbmod-http-cpu-") as d:
         data, port = os.path.join(d, "data"), free_port()
-        server = subprocess.Popen([sys.executable, "-m", "stdbmod.http", "--data", data, "--port", str(port), "--log-level", "warning"],
-                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = subprocess.Popen([sys.executable, "-m", "stdbmod.http", "--data", data, "--port", str(port), "--log-level", "warning",
+                                   "--workers", str(a.fronts)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         spy = None
         try:
             wait_port(port, server, "stdbmod serve")
@@ -57,10 +61,11 @@ def main() -> None:
                 fmt = "raw" if a.py_spy.endswith(".txt") else "flamegraph"
                 spy = subprocess.Popen(["py-spy", "record", "--gil", "--threads", "-r", "500", "-f", fmt, "-o", a.py_spy, "--pid", str(server.pid)],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            before, cpu0 = _threads(server.pid), _process_cpu(server.pid)
+            pids = [server.pid, *_children(server.pid, a.fronts)]
+            before = {pid: _threads(pid) for pid in pids}
             gen = subprocess.run([sys.executable, "-m", "bench.http_load", "gen", str(port), token, str(a.jobs), str(a.workers)],
                                  env=env, cwd=ROOT, capture_output=True, text=True)
-            after, cpu1 = _threads(server.pid), _process_cpu(server.pid)
+            after = {pid: _threads(pid) for pid in pids}
         finally:
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
@@ -71,16 +76,39 @@ def main() -> None:
         raise SystemExit(f"load generator failed:\n{gen.stderr[-2000:]}")
     m = json.loads(gen.stdout.strip().splitlines()[-1])
     requests = 3 * m["jobs"]
-    assert cpu0 is not None and cpu1 is not None
+    used = {pid: {tid: t1 - before[pid].get(tid, (name, 0.0))[1] for tid, (name, t1) in after[pid].items()} for pid in pids}
+    total = sum(sum(threads.values()) for threads in used.values())
     print(f"{a.workers} workers: {m['jobs'] / m['elapsed']:.0f} jobs/s, {requests / m['elapsed']:.0f} requests/s")
-    print(f"server CPU {(cpu1 - cpu0) / requests * 1e6:.0f} us/request; client CPU {m['client_cpu'] / requests * 1e6:.0f} us/request")
-    # /proc names every Python thread "python" (py-spy shows the runtime's names): the main thread
-    # is the event loop, then come the runtime's writer and scheduler, started in that order.
-    for i, (tid, (name, t1)) in enumerate(sorted(after.items(), key=lambda kv: int(kv[0]))):
-        used = t1 - before.get(tid, (name, 0.0))[1]
-        if used > 0:
-            label = {0: "event loop (main thread)", 1: "thread 1 (the writer)", 2: "thread 2 (the scheduler)"}.get(i, f"thread {i} ({name})")
-            print(f"  {label}: {used / requests * 1e6:.0f} us/request")
+    print(f"server CPU {total / requests * 1e6:.0f} us/request; client CPU {m['client_cpu'] / requests * 1e6:.0f} us/request")
+    # /proc names every Python thread "python" (py-spy shows the runtime's names). One process:
+    # the main thread is the event loop, then come the runtime's writer and scheduler, started
+    # in that order. With fronts the writer process's main thread only waits; each front's main
+    # thread is its event loop.
+    for pid in pids:
+        if a.fronts:
+            role = "writer process" if pid == server.pid else f"front pid {pid}"
+            print(f" {role}: {sum(used[pid].values()) / requests * 1e6:.0f} us/request")
+        for i, tid in enumerate(sorted(used[pid], key=int)):
+            if used[pid][tid] > 0:
+                label = {0: "main thread (event loop)" if pid != server.pid or not a.fronts else "main thread",
+                         1: "thread 1 (the writer)" if pid == server.pid else "thread 1"}.get(i, f"thread {i}")
+                print(f"  {label}: {used[pid][tid] / requests * 1e6:.0f} us/request")
+
+
+def _children(pid: int, n: int) -> list[int]:
+    """The `n` HTTP fronts of the writer `pid`, once all have started (Linux /proc)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                found = [int(p) for p in f.read().split()]
+        except OSError:
+            found = []
+        if len(found) >= n:
+            return found
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the server started {len(found)} of its {n} HTTP fronts within 30 s")
+        time.sleep(0.05)
 
 
 if __name__ == "__main__":
