@@ -90,7 +90,7 @@ def main() -> None:
             print(f" {role}: {sum(used[pid].values()) / requests * 1e6:.0f} us/request")
         for i, tid in enumerate(sorted(used[pid], key=int)):
             if used[pid][tid] > 0:
-                label = {0: "main thread (event loop)" if pid != server.pid or not a.fronts else "main thread",
+                label = {0: "event loop (main thread)" if pid != server.pid or not a.fronts else "main thread",
                          1: "thread 1 (the writer)" if pid == server.pid else "thread 1"}.get(i, f"thread {i}")
                 print(f"  {label}: {used[pid][tid] / requests * 1e6:.0f} us/request")
 

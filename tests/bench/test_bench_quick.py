@@ -56,3 +56,13 @@ def test_http_cpu_splits_the_servers_cpu_by_thread() -> None:
     )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "4 workers:" in r.stdout and "server CPU" in r.stdout and "event loop (main thread)" in r.stdout
+
+
+def test_http_cpu_splits_serve_workers_by_process() -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "bench.http_cpu", "48", "4", "--fronts", "1"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert " writer process: " in r.stdout and "thread 1 (the writer)" in r.stdout, r.stdout
+    assert r.stdout.count(" front pid ") == 1 and "event loop (main thread)" in r.stdout, r.stdout
