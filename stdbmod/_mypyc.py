@@ -28,8 +28,9 @@ except ImportError:  # pragma: no cover - only without mypy installed
 # clock, the transaction's reads and writes with index maintenance, key encodings, rows' stored form, the context,
 # the commit log's encoding, the LMDB storage, schedule rows, the retry module's transitions and
 # everything its worker reducers run after the role check (workers, queues, retention,
-# singletons: its Structs live in retry/tables.py for that), and the special value types (Timestamp, Identity: native classes, so a time's
-# arithmetic, comparisons and construction are C calls; -4.2% instructions a lifecycle call).
+# singletons: its Structs live in retry/tables.py for that), the special value types (Timestamp, Identity: native classes, so a time's
+# arithmetic, comparisons and construction are C calls; -4.2% instructions a lifecycle call), and the subscriptions' check of
+# each commit (runtime/quiet.py), on every call's path while anyone subscribes.
 # Left interpreted: modules declaring msgspec Structs (mypyc turns a `Literal` annotation into
 # `type` and drops a Struct's class options: runtime/records.py, types.py), the schema's
 # dataclasses, the `Database` class (settable class attributes), and module code whose reducers
@@ -50,6 +51,7 @@ HOT = (
     "runtime/context",
     "runtime/tables",
     "runtime/schedules",
+    "runtime/quiet",
     "storage/lmdb_storage",
     "retry/transitions",
     "retry/claim",

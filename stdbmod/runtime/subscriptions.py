@@ -41,6 +41,7 @@ import msgspec
 
 from ..types import ConnectionId, Identity, Timestamp
 from .commitlog import CommitRecord
+from .quiet import CommitGate
 from .sql import check_readable, parse_subscription
 from .sql_plan import Values
 from .subscription_queries import Changes, QueryState, state_for
@@ -314,73 +315,70 @@ class Hub:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._subs: list[Subscription] = []
         self._lock = threading.RLock()  # subscription state: held while a record is applied
         self._inbox_lock = threading.Lock()  # the writer's thread takes it once per commit: a C lock, not the Condition's Python methods
         self._cv = threading.Condition(self._inbox_lock)  # the inbox
-        self._inbox: collections.deque[Any] = collections.deque()
-        self._stale = False  # records were dropped (or announced by another process): read the log
         self._closed = False
         self._working = False  # the hub's thread is handling what it took from the inbox
-        self.next = 0  # the first offset not applied yet
         self._progress = threading.Condition(self._lock)
-        self._waiting = 0  # threads in `_wait_progress`: the writer's thread notifies only if any
-        self._tracked: list[_Tracked] = []
+        # What the writer's check of each commit reads lives on the gate (runtime/quiet.py, compiled
+        # in the optional build); the lists and the dict are the same objects here, the numbers and
+        # the flag are properties below.
+        self._gate = gate = CommitGate(self._lock, self._progress, self._queue, db.hooks.on_commit)
+        self._subs: list[Subscription] = gate.subs
+        self._inbox: collections.deque[Any] = gate.inbox
+        self._tracked: list[_Tracked] = gate.tracked
+        self._by_table: dict[str, dict[Subscription, int]] = gate.by_table
         self._set_ids = itertools.count(1)
-        self._by_table: dict[str, dict[Subscription, int]] = {}  # who reads a table, and with how many queries
-        self._previous_hook = db.hooks.on_commit
-        db.hooks.on_commit = self._on_commit
+        self._hook = gate.on_commit
+        db.hooks.on_commit = self._hook
         self._unwatch = db.storage.watch(lambda _message: self._wake())
         self._thread = threading.Thread(target=self._loop, name=f"stdbmod-subscriptions-{db.name}", daemon=True)
         self._thread.start()
 
+    @property
+    def next(self) -> int:
+        """The first offset not applied yet."""
+        return self._gate.next
+
+    @next.setter
+    def next(self, offset: int) -> None:
+        self._gate.next = offset
+
+    @property
+    def _stale(self) -> bool:
+        """Records were dropped (or announced by another process): read the log."""
+        return self._gate.stale
+
+    @_stale.setter
+    def _stale(self, stale: bool) -> None:
+        self._gate.stale = stale
+
+    @property
+    def _waiting(self) -> int:
+        """Threads in `_wait_progress`: the writer's thread notifies only if any."""
+        return self._gate.waiting
+
+    @_waiting.setter
+    def _waiting(self, n: int) -> None:
+        self._gate.waiting = n
+
     # --- feeding (the writer's thread: cheap, never waits) ------------------------------------
 
-    def _on_commit(self, records: list[CommitRecord]) -> None:
-        if self._subs and not self._passed(records):
-            # Records no query reads and no tracked call waits for stay in the inbox without
-            # waking the hub's thread: it takes them with the next record that matters, or once
-            # QUIET_BATCH have gathered. What the hub does with them is unchanged, only when.
-            wake = bool(self._tracked) or self._read(records)
-            with self._inbox_lock:
-                inbox = self._inbox
-                if len(inbox) < MAX_INBOX:
-                    inbox.append(records)
-                else:
-                    self._stale = True
-                if wake or len(inbox) >= QUIET_BATCH:
-                    self._cv.notify()
-        if self._previous_hook is not None:
-            self._previous_hook(records)
-
-    def _read(self, records: list[CommitRecord]) -> bool:
-        """Whether some query reads a table these records change (a dict lookup per change;
-        loops, not any() over a generator: this runs on every commit while anyone subscribes)."""
-        by_table = self._by_table
-        for r in records:
-            for c in r.changes:
-                if by_table.get(c.table):
-                    return True
-        return False
-
-    def _passed(self, records: list[CommitRecord]) -> bool:
-        """Apply, here on the writer's thread, records nobody reads that are next in line: all
-        the hub would do with them is move `next` past them. Waking the hub's thread for them
-        handed the GIL to it, and the calls lost it back in 5 ms slices: with one subscriber of a
-        table the calls never wrote they ran at ~0.75 of their speed, ~0.88 with the hub woken
-        every QUIET_BATCH (bench/run.py, "live subscriptions"). Never waits: if the hub holds its
-        lock, or anything is queued before these, they go through the inbox as before."""
-        if not self._lock.acquire(False):
-            return False
-        try:
-            if self._tracked or self._inbox or self._stale or records[0].offset != self.next or self._read(records):
-                return False
-            self.next = records[-1].offset + 1
-            if self._waiting:  # Condition.notify_all is two Python calls, on every commit
-                self._progress.notify_all()
-            return True
-        finally:
-            self._lock.release()
+    def _queue(self, records: list[CommitRecord]) -> None:
+        """Records the gate did not pass. Those no query reads and no tracked call waits for stay
+        in the inbox without waking the hub's thread: it takes them with the next record that
+        matters, or once QUIET_BATCH have gathered. What the hub does with them is unchanged,
+        only when."""
+        wake = bool(self._tracked) or self._gate.reads(records)
+        with self._inbox_lock:
+            inbox = self._inbox
+            if len(inbox) < MAX_INBOX:
+                inbox.append(records)
+            else:
+                self._stale = True
+            if wake or len(inbox) >= QUIET_BATCH:
+                self._cv.notify()
 
     def _outcome(self, tracked: _Tracked) -> None:
         with self._cv:
@@ -639,7 +637,7 @@ class Hub:
                 self._subs.remove(sub)
                 for qs in sub.sets.values():
                     self._index(sub, qs, -1)
-            self._tracked = [t for t in self._tracked if t.sub is not sub]
+            self._tracked[:] = [t for t in self._tracked if t.sub is not sub]  # the gate's list
 
     def remove_later(self, sub: Subscription) -> None:
         """`remove` from a thread that may hold a subscription's lock (not the hub's)."""
@@ -672,8 +670,8 @@ class Hub:
             self._closed = True
             self._cv.notify()
         self._unwatch()
-        if self.db.hooks.on_commit == self._on_commit:
-            self.db.hooks.on_commit = self._previous_hook
+        if self.db.hooks.on_commit is self._hook:
+            self.db.hooks.on_commit = self._gate.previous
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=10)
         for sub in list(self._subs):
