@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
 
@@ -57,6 +57,7 @@ CATCH_UP_CHUNK = 500
 QUIET_BATCH = 64  # batches of records that concern no query, gathered before the hub wakes for them
 
 _astuple = msgspec.structs.astuple
+T = TypeVar("T")
 
 
 # --- what a subscriber receives -------------------------------------------------------------------
@@ -310,6 +311,21 @@ class Subscription:
 # --- the hub --------------------------------------------------------------------------------------------
 
 
+class _OnGate(Generic[T]):
+    """A hub's attribute kept on its `CommitGate` (runtime/quiet.py), where the writer's check of
+    each commit reads it: `_stale` is the gate's `stale`."""
+
+    def __set_name__(self, owner: type[Hub], name: str) -> None:
+        self.name = name.lstrip("_")
+
+    def __get__(self, hub: Hub, owner: type[Hub] | None = None) -> T:
+        value: T = getattr(hub._gate, self.name)
+        return value
+
+    def __set__(self, hub: Hub, value: T) -> None:
+        setattr(hub._gate, self.name, value)
+
+
 class Hub:
     """Every subscription of one database, fed by its commits."""
 
@@ -323,7 +339,7 @@ class Hub:
         self._progress = threading.Condition(self._lock)
         # What the writer's check of each commit reads lives on the gate (runtime/quiet.py, compiled
         # in the optional build); the lists and the dict are the same objects here, the numbers and
-        # the flag are properties below.
+        # the flag are read and written there (`_OnGate`).
         self._gate = gate = CommitGate(self._lock, self._progress, self._queue, db.hooks.on_commit)
         self._subs: list[Subscription] = gate.subs
         self._inbox: collections.deque[Any] = gate.inbox
@@ -336,32 +352,9 @@ class Hub:
         self._thread = threading.Thread(target=self._loop, name=f"stdbmod-subscriptions-{db.name}", daemon=True)
         self._thread.start()
 
-    @property
-    def next(self) -> int:
-        """The first offset not applied yet."""
-        return self._gate.next
-
-    @next.setter
-    def next(self, offset: int) -> None:
-        self._gate.next = offset
-
-    @property
-    def _stale(self) -> bool:
-        """Records were dropped (or announced by another process): read the log."""
-        return self._gate.stale
-
-    @_stale.setter
-    def _stale(self, stale: bool) -> None:
-        self._gate.stale = stale
-
-    @property
-    def _waiting(self) -> int:
-        """Threads in `_wait_progress`: the writer's thread notifies only if any."""
-        return self._gate.waiting
-
-    @_waiting.setter
-    def _waiting(self, n: int) -> None:
-        self._gate.waiting = n
+    next: _OnGate[int] = _OnGate()  # the first offset not applied yet
+    _stale: _OnGate[bool] = _OnGate()  # records were dropped (or announced by another process): read the log
+    _waiting: _OnGate[int] = _OnGate()  # threads in `_wait_progress`: the writer's thread notifies only if any
 
     # --- feeding (the writer's thread: cheap, never waits) ------------------------------------
 
