@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from .http_load import ROOT
+from .http_load import ROOT, _process_cpu
 from .servers import free_port, wait_port
 
 
@@ -62,10 +62,10 @@ def main() -> None:
                 spy = subprocess.Popen(["py-spy", "record", "--gil", "--threads", "-r", "500", "-f", fmt, "-o", a.py_spy, "--pid", str(server.pid)],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             pids = [server.pid, *_children(server.pid, a.fronts)]
-            before = {pid: _threads(pid) for pid in pids}
+            before, cpu0 = {pid: _threads(pid) for pid in pids}, _process_cpu(server.pid)
             gen = subprocess.run([sys.executable, "-m", "bench.http_load", "gen", str(port), token, str(a.jobs), str(a.workers)],
                                  env=env, cwd=ROOT, capture_output=True, text=True)
-            after = {pid: _threads(pid) for pid in pids}
+            after, cpu1 = {pid: _threads(pid) for pid in pids}, _process_cpu(server.pid)
         finally:
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
@@ -77,7 +77,8 @@ def main() -> None:
     m = json.loads(gen.stdout.strip().splitlines()[-1])
     requests = 3 * m["jobs"]
     used = {pid: {tid: t1 - before[pid].get(tid, (name, 0.0))[1] for tid, (name, t1) in after[pid].items()} for pid in pids}
-    total = sum(sum(threads.values()) for threads in used.values())
+    assert cpu0 is not None and cpu1 is not None
+    total = cpu1 - cpu0  # the server and its fronts, threads that ended meanwhile included
     print(f"{a.workers} workers: {m['jobs'] / m['elapsed']:.0f} jobs/s, {requests / m['elapsed']:.0f} requests/s")
     print(f"server CPU {total / requests * 1e6:.0f} us/request; client CPU {m['client_cpu'] / requests * 1e6:.0f} us/request")
     # /proc names every Python thread "python" (py-spy shows the runtime's names). One process:

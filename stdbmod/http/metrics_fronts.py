@@ -87,4 +87,3 @@ class FrontMetrics:
                 gauge.dec()
 
         return counting
-
