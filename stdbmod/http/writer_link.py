@@ -2,8 +2,8 @@
 
 Two threads per front: one reads frames and queues each call on the database's writer (so
 calls from every front share its group commits), one sends the replies, coalescing those that
-are ready into one write. The writer thread itself only appends a finished future to a list:
-pickling and sending stay off it. A front that goes away leaves its queued calls to commit or
+are ready into one write. The writer thread itself only puts a call's outcome on the sender's
+queue (`_Settled`, not a `Future`): pickling and sending stay off it. A front that goes away leaves its queued calls to commit or
 fail as they would have; their replies go nowhere (its clients never got an answer).
 """
 
@@ -22,6 +22,7 @@ import msgspec
 
 from ..errors import ArgumentError, StdbError
 from ..runtime import Database
+from ..runtime.calls import pass_on
 from ..runtime.jobs import CallJob
 from ..types import ConnectionId, Identity
 from . import frames
@@ -43,8 +44,33 @@ def failure(e: BaseException) -> frames.Failure:
 
 
 COMMITTED, LOGGED = "committed", "logged"
-# a reply (request id, outcome, the call's job), a commit or log tap's mark, or None: closed
-_Item = tuple[int, "Future[Any] | BaseException", "CallJob | None"] | str | None
+# a reply (request id, value, error, the call's job), a commit or log tap's mark, or None: closed
+_Item = tuple[int, Any, "BaseException | None", "CallJob | None"] | str | None
+
+
+class _Settled:
+    """Where the writer settles one call of the link (`Database.submit_job_to`): straight onto
+    the sender's queue. A `Future` in its place built a condition variable and took its lock at
+    each step, on the writer's thread and the sender's."""
+
+    __slots__ = ("_ready", "_id", "_job", "_done")
+
+    def __init__(self, ready: queue.SimpleQueue[_Item], req_id: int, job: CallJob | None) -> None:
+        self._ready = ready
+        self._id = req_id
+        self._job = job
+        self._done = False
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, value: Any) -> None:
+        self._done = True
+        self._ready.put((self._id, value, None, self._job))
+
+    def set_exception(self, error: BaseException) -> None:
+        self._done = True
+        self._ready.put((self._id, None, error, self._job))
 
 
 class WriterLink:
@@ -94,24 +120,27 @@ class WriterLink:
 
     def _take(self, req: frames.Request) -> None:
         try:
-            job: CallJob | None = None
             if isinstance(req, frames.Call):
                 job = self._job(req)
-                fut = self.db.submit_job(job)
-            elif isinstance(req, frames.Sql):
+                self.db.submit_job_to(job, _Settled(self._ready, req.id, job))
+                return
+            if isinstance(req, frames.Sql):
                 from ..runtime.sql import SqlJob  # sqlglot is slow to import: only when SQL comes
 
-                fut = self.db.submit_job(SqlJob.from_record(self.db, req.args, Identity(req.sender)))
-            elif isinstance(req, frames.Connect):
+                self.db.submit_job_to(SqlJob.from_record(self.db, req.args, Identity(req.sender)), _Settled(self._ready, req.id, None))
+                return
+            fut: Future[Any]
+            if isinstance(req, frames.Connect):
                 fut = self._lifecycle.submit(self._connect, Identity(req.sender))
             elif isinstance(req, frames.Disconnect):
                 fut = self._lifecycle.submit(self.db.disconnect, Identity(req.sender), ConnectionId(req.connection_id))
             else:
                 fut = self._lifecycle.submit(self._scrape)
         except Exception as e:  # refused before it was queued (unknown reducer, bad arguments)
-            self._ready.put((req.id, e, None))
+            self._ready.put((req.id, None, e, None))
             return
-        fut.add_done_callback(lambda f: self._ready.put((req.id, f, job)))  # on the writer thread: no more than this
+        settled = _Settled(self._ready, req.id, None)
+        fut.add_done_callback(lambda f: pass_on(f, settled))
 
     def _connect(self, sender: Identity) -> bytes:
         return self.db.connect(sender).to_bytes()
@@ -157,18 +186,14 @@ class WriterLink:
                 return
 
     @staticmethod
-    def _reply(req_id: int, outcome: Future[Any] | BaseException, job: CallJob | None) -> bytes:
-        if isinstance(outcome, BaseException):
-            return frames.encode(frames.Reply(req_id, failure=failure(outcome)))
-        e = outcome.exception()
+    def _reply(req_id: int, value: Any, error: BaseException | None, job: CallJob | None) -> bytes:
         # what a subscriber's call is told by (runtime/subscriptions.py): its record, its time
         offset = None if job is None else job.offset
         ts = None if job is None or job.timestamp is None else job.timestamp.micros
-        if e is not None:
-            return frames.encode(frames.Reply(req_id, failure=failure(e), offset=offset, timestamp=ts))
+        if error is not None:
+            return frames.encode(frames.Reply(req_id, failure=failure(error), offset=offset, timestamp=ts))
         try:
-            value = pickle.dumps(outcome.result(), protocol=pickle.HIGHEST_PROTOCOL)
-            return frames.encode(frames.Reply(req_id, value, offset=offset, timestamp=ts))
+            return frames.encode(frames.Reply(req_id, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), offset=offset, timestamp=ts))
         except Exception as err:  # committed, but its result cannot travel: say so rather than hang
             log.error("the result of a call cannot be sent to its front: %s", err)
             lost = StdbError(f"the call committed, but its result cannot be sent to the HTTP front: {err}")

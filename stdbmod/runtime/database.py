@@ -390,6 +390,10 @@ class Database:
         """Queue a job the runtime prepared itself (the replays' way in)."""
         return self._submit(job)
 
+    def submit_job_to(self, job: Job, outcome: Outcome) -> None:
+        """`submit_job`, settling `outcome` instead of returning a `Future` (as `submit_typed_to`)."""
+        self._submit_to(job, outcome)
+
     def _submit(self, job: Job) -> Future[Any]:
         return self._calls.submit(job)
 
