@@ -93,7 +93,7 @@ class WriterClient:
         sock.setblocking(False)
         self._sock = sock
         self._fd = sock.fileno()
-        self._pending: dict[int, tuple[Any, CallJob | None]] = {}  # id -> (asyncio or concurrent future, the call)
+        self._pending: dict[int, tuple[Outcome, CallJob | None]] = {}  # id -> (an asyncio or concurrent future or an outcome, the call)
         self.on_notice: Callable[[frames.Notice], None] | None = None
         self._ids = itertools.count(1)
         self._out = bytearray()
@@ -110,33 +110,42 @@ class WriterClient:
         loop.add_reader(self._fd, self._readable)
 
     def request(self, make: Callable[[int], frames.Request], job: CallJob | None = None) -> Any:
+        fut: Any = self._loop.create_future() if self._loop is not None and threading.get_ident() == self._loop_thread else Future()
+        self.request_to(make, fut, job)
+        return fut
+
+    def request_to(self, make: Callable[[int], frames.Request], outcome: Outcome, job: CallJob | None = None) -> None:
+        """`request`, settling the caller's `outcome` when the reply comes (on the loop): the
+        app's own answer object (context.py's `_Answer`) without a future between them."""
         loop = self._loop
         if loop is None:
-            fut: Future[Any] = Future()
-            fut.set_exception(WriterGone("this front's link to the writer is not started"))
-            return fut
-        if threading.get_ident() == self._loop_thread:
-            waiter = loop.create_future()
-            self._queue(make, waiter, job)
-            return waiter
-        done: Future[Any] = Future()
-        try:
-            loop.call_soon_threadsafe(self._queue, make, done, job)
-        except RuntimeError:  # the loop is closed: the front is stopping
-            done.set_exception(WriterGone("the front is stopping"))
-        return done
+            outcome.set_exception(WriterGone("this front's link to the writer is not started"))
+        elif threading.get_ident() == self._loop_thread:
+            self._queue(make, outcome, job)
+        else:
+            try:
+                loop.call_soon_threadsafe(self._queue, make, outcome, job)
+            except RuntimeError:  # the loop is closed: the front is stopping
+                outcome.set_exception(WriterGone("the front is stopping"))
 
     def call(self, job: CallJob) -> Any:
+        return self.request(self._call_frame(job), job)
+
+    def call_to(self, job: CallJob, outcome: Outcome) -> None:
+        self.request_to(self._call_frame(job), outcome, job)
+
+    @staticmethod
+    def _call_frame(job: CallJob) -> Callable[[int], frames.Request]:
         sender = job.sender.to_bytes()
         conn = None if job.connection_id is None else job.connection_id.to_bytes()
-        return self.request(lambda i: frames.Call(i, job.reducer, job.args_bytes, sender, conn), job)
+        return lambda i: frames.Call(i, job.reducer, job.args_bytes, sender, conn)
 
     def close(self) -> None:
         self._lose("the front is stopping")
 
     # --- on the loop ----------------------------------------------------------------------------
 
-    def _queue(self, make: Callable[[int], frames.Request], fut: Any, job: CallJob | None) -> None:
+    def _queue(self, make: Callable[[int], frames.Request], fut: Outcome, job: CallJob | None) -> None:
         if self.gone is not None:
             fut.set_exception(WriterGone(self.gone))
             return
@@ -292,6 +301,9 @@ class FrontDatabase(Database):
         return self._submit(job)
 
     def _submit_to(self, job: Job, outcome: Outcome) -> None:
+        if isinstance(job, CallJob):
+            self._client().call_to(job, outcome)
+            return
         fut = self._submit(job)
         fut.add_done_callback(lambda done: pass_on(done, outcome))
 
