@@ -2,8 +2,8 @@
 
 Each front holds one end of a socketpair the writer made for it (no path on disk, so no other
 process can connect and call reducers as anyone). A frame is a 4-byte big-endian length, then a
-MessagePack-encoded msgspec Struct. A front sends `Call`, `Sql`, `Connect`, `Disconnect` or
-`Scrape`; the writer answers each with one `Reply` carrying the same `id`, a write's after its
+MessagePack-encoded msgspec Struct. A front sends `Call`, `Sql`, `Connect`, `Disconnect`,
+`Scrape` or `Dash`; the writer answers each with one `Reply` carrying the same `id`, a write's after its
 commit is on disk (its future resolved), so a front answers a request only when its write is
 durable. After commits the writer also sends a `Notice`, the wake-up of the front's commit-log
 readers.
@@ -89,7 +89,16 @@ class Scrape(msgspec.Struct, tag="scrape", array_like=True):
     id: int
 
 
-Request = Call | Sql | Connect | Disconnect | Scrape
+class Dash(msgspec.Struct, tag="dash", array_like=True):
+    """A front's question to the dashboard's state, which the writer holds (dashboard/desk.py):
+    `op` names it, `args` are its strings; the reply's value is the answer."""
+
+    id: int
+    op: str
+    args: list[str]
+
+
+Request = Call | Sql | Connect | Disconnect | Scrape | Dash
 
 _encoder = msgspec.msgpack.Encoder()
 request_decoder = msgspec.msgpack.Decoder(Request)

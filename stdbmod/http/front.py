@@ -3,10 +3,10 @@ over a `FrontDatabase` (front_db.py), on the listening socket it inherited.
 
     python -m stdbmod.http.front CONFIG_JSON   # workers.FrontConfig; never run by hand
 
-It serves every route `serve` does (subscriptions and `logs?follow=true` read the log here, woken
-by the writer's notices; /metrics from the writer, with every front's HTTP series:
-metrics_fronts.py) except the dashboard, whose live feed is the writer's: a 501 with the way to
-get it (--workers 0).
+It serves every route `serve` does: subscriptions, `logs?follow=true` and the dashboard's live
+socket read the log here, woken by the writer's notices; /metrics comes from the writer, with
+every front's HTTP series (metrics_fronts.py); the dashboard's sessions, used sign-in tickets and
+throughput are the writer's, asked over the link (dashboard/desk.py).
 When its writer goes away it answers each call 503 at once, keeps answering for
 `writer_grace` seconds, then exits (nobody would restart it).
 """
@@ -34,8 +34,7 @@ from . import frames
 from . import limits as limits_
 from . import metrics_port as metrics_port_
 from .app import create_app
-from .errors import error_response
-from .front_db import ADVICE, FrontDatabase, FrontStorage, WriterClient
+from .front_db import FrontDatabase, FrontStorage, WriterClient
 from .limits import ConnectionLimits
 from .metrics_extras import admin_only
 from .serve import _end_streams_on_exit, _quiet_signals, _tune_gc, uvicorn_config
@@ -44,10 +43,6 @@ from .workers import FrontConfig
 log = logging.getLogger("stdbmod.http")
 
 CANNOT_START = 3  # the writer does not start a front again that ended so
-
-
-async def _no_dashboard(request: Request) -> Response:
-    return error_response(501, f"the dashboard is not served by the HTTP fronts of --workers N; {ADVICE}")
 
 
 def _serve_metrics(app: Starlette, link: WriterClient, directory: str) -> None:
@@ -69,7 +64,9 @@ def _serve_metrics(app: Starlette, link: WriterClient, directory: str) -> None:
     routes = app.router.routes
     for i, route in enumerate(routes):
         if isinstance(route, WebSocketRoute):
-            routes[i] = WebSocketRoute(route.path, metrics.counted("subscribe", route.endpoint), name=route.name)
+            # the two sockets, named as one process's gauge names them (metrics_extras.py)
+            endpoint = "subscribe" if route.path.endswith("/subscribe") else "dashboard"
+            routes[i] = WebSocketRoute(route.path, metrics.counted(endpoint, route.endpoint), name=route.name)
     routes.insert(0, Route("/metrics", scrape, methods=["GET"]))
     app.state.metrics_app = Starlette(routes=[Route("/metrics", open_scrape, methods=["GET"])], exception_handlers=app.exception_handlers)
     app.add_middleware(metrics.middleware(routes))
@@ -103,10 +100,12 @@ def serve_front(config: FrontConfig) -> int:
         db.attach(link)
         return db
 
-    app = create_app(
-        open_database, key=key, body_limit=config.body_limit, token_ttl=config.token_ttl, run_scheduler=False, metrics=False, dashboard=False
-    )
-    app.router.routes[:0] = [Route("/dashboard{rest:path}", _no_dashboard, methods=["GET", "POST"], include_in_schema=False)]
+    app = create_app(open_database, key=key, body_limit=config.body_limit, token_ttl=config.token_ttl, run_scheduler=False, metrics=False)
+    dashboard = app.state.extras.dashboard  # None without jinja2: its paths answer 501 saying so, as in one process
+    if dashboard is not None:
+        from .dashboard.desk import LinkDesk
+
+        dashboard.desk = LinkDesk(link.request, dashboard.desk.ttl)
     if config.metrics_dir is not None:  # else no prometheus-client: the app's own /metrics answers 501 saying so
         _serve_metrics(app, link, config.metrics_dir)
     metrics_sock = None if config.metrics_fd < 0 else socket.socket(fileno=config.metrics_fd)

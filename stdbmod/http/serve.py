@@ -242,7 +242,7 @@ def serve(
             max_connections=-(-limits.max_connections // workers), header_timeout=limits.header_timeout, keep_alive_timeout=limits.keep_alive_timeout,
         )
         try:
-            return workers_.run(open_database, sock, workers, front, metrics_socket)
+            return workers_.run(open_database, sock, workers, front, metrics_socket, key)
         finally:
             sock.close()
             if metrics_socket is not None:

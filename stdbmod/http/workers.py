@@ -27,17 +27,21 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ..errors import StoragePanic
+from ..local.tokens import SigningKey
 from ..runtime import Database, Scheduler
+from . import frames
 from .errors import HttpError
-from .metrics_extras import METRICS_MISSING, installed
+from .metrics_extras import DASHBOARD_MISSING, METRICS_MISSING, installed
+from .metrics_feed import Feed
 from .writer_link import WriterLink
 
 if TYPE_CHECKING:
+    from .dashboard.desk import LocalDesk
     from .metrics_fronts import WriterMetrics
 
 log = logging.getLogger("stdbmod.http")
@@ -114,6 +118,7 @@ class Writer:
         self.db = db
         self.metrics_sock = metrics_sock
         self.metrics: WriterMetrics | None = None  # the fronts' /metrics (metrics_fronts.py); none without prometheus-client
+        self.desk: LocalDesk | None = None  # the fronts' dashboard state (dashboard/desk.py); none without jinja2
         self.sock = sock
         self.config = config
         self.stop = _Stop()
@@ -146,7 +151,7 @@ class Writer:
             raise
         finally:
             theirs.close()
-        link = WriterLink(self.db, mine, self.lifecycle, self.scrape)
+        link = WriterLink(self.db, mine, self.lifecycle, self.scrape, self.dash)
         threading.Thread(target=link.run, name=f"stdbmod-link-{front.index}", daemon=True).start()
         threading.Thread(target=self._watch, args=(front, front.proc), name=f"stdbmod-front-{front.index}", daemon=True).start()
 
@@ -175,6 +180,11 @@ class Writer:
             raise HttpError(501, METRICS_MISSING)
         return self.metrics.render()
 
+    def dash(self, req: frames.Dash) -> Any:
+        if self.desk is None:
+            raise HttpError(501, DASHBOARD_MISSING.strip())
+        return self.desk.answer(req)
+
     def on_panic(self, e: StoragePanic) -> None:
         log.critical("storage panic, shutting down: %s", e)
         self.panicked.set()
@@ -195,17 +205,30 @@ class Writer:
                 p.wait()
 
 
-def run(open_database: Callable[[], Database], sock: socket.socket, workers: int, config: FrontConfig, metrics_sock: socket.socket | None) -> int:
+def run(
+    open_database: Callable[[], Database], sock: socket.socket, workers: int, config: FrontConfig, metrics_sock: socket.socket | None, key: SigningKey
+) -> int:
     """Serve until SIGTERM/SIGINT with `workers` fronts (the first also serves `metrics_sock`,
-    --metrics-port, if given); the exit status (0, or 70 after a storage panic)."""
+    --metrics-port, if given); the exit status (0, or 70 after a storage panic). `key`: the
+    server's signing key (the dashboard's sessions and tickets are signed with keys derived from it)."""
     db = open_database()
     writer = Writer(db, sock, config, metrics_sock)
     db.hooks.on_panic = writer.on_panic
     scheduler: Scheduler | None = None
     saved: dict[int, object] = {}
     saved_wakeup = -1
+    own_feed: Feed | None = None
     try:
         writer.metrics = _writer_metrics(db)
+        if installed("jinja2"):
+            from .dashboard.desk import LocalDesk
+
+            if writer.metrics is not None:  # its feed counts the dashboard's throughput too
+                feed = writer.metrics.feed
+            else:
+                feed = own_feed = Feed()
+                feed.attach(db)
+            writer.desk = LocalDesk(key, feed)
         db.disconnect_dangling()  # before any front: connections a crash left open
         scheduler = Scheduler(db).start()
 
@@ -228,6 +251,8 @@ def run(open_database: Callable[[], Database], sock: socket.socket, workers: int
         writer.lifecycle.shutdown(wait=True)
         if writer.metrics is not None:
             writer.metrics.close()
+        if own_feed is not None:
+            own_feed.detach()
         db.close()
         if saved:
             signal.set_wakeup_fd(saved_wakeup)

@@ -76,12 +76,16 @@ class _Settled:
 class WriterLink:
     """Serves one front's socket until it closes; `run` blocks (call it on a thread of its own)."""
 
-    def __init__(self, db: Database, sock: socket.socket, lifecycle: ThreadPoolExecutor, scrape: Callable[[], bytes]) -> None:
-        """`scrape`: a front's /metrics (metrics_fronts.py), or raises the error to answer."""
+    def __init__(
+        self, db: Database, sock: socket.socket, lifecycle: ThreadPoolExecutor, scrape: Callable[[], bytes], dash: Callable[[frames.Dash], Any]
+    ) -> None:
+        """`scrape`: a front's /metrics (metrics_fronts.py); `dash`: a front's question to the
+        dashboard's state (dashboard/desk.py); each returns its answer or raises the error to answer."""
         self.db = db
         self.sock = sock
         self._lifecycle = lifecycle  # connect/disconnect wait for their commit, a scrape counts: off the reading thread
         self._scrape = scrape
+        self._dash = dash
         # replies ready to send; None: the link closed. A SimpleQueue's put is C code that wakes
         # the sender without the Python-level Condition of threading.Event, whose set() had
         # taken ~10% of the writer thread's time.
@@ -134,6 +138,8 @@ class WriterLink:
                 fut = self._lifecycle.submit(self._connect, Identity(req.sender))
             elif isinstance(req, frames.Disconnect):
                 fut = self._lifecycle.submit(self.db.disconnect, Identity(req.sender), ConnectionId(req.connection_id))
+            elif isinstance(req, frames.Dash):
+                fut = self._lifecycle.submit(self._dash, req)
             else:
                 fut = self._lifecycle.submit(self._scrape)
         except Exception as e:  # refused before it was queued (unknown reducer, bad arguments)

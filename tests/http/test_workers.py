@@ -2,12 +2,14 @@
 writer in another (stdbmod/http/workers.py). The seed routes end to end, auth in a front, a front
 killed mid-flight (no acknowledged write lost), the writer gone (503s, no hang), hostile heads
 still bounded, /metrics from any front (the writer's series and every front's), the dashboard
-refused clearly, one server per directory."""
+from any front with the writer's sessions, one server per directory."""
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
+import re
 import signal
 import socket
 import threading
@@ -15,6 +17,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -22,10 +25,13 @@ from websockets.sync.client import connect
 
 from stdbmod import Database
 from stdbmod.http import frames
+from stdbmod.http.dashboard import tickets
 from stdbmod.http.writer_link import WriterLink
 from stdbmod.local.modspec import load_module
+from stdbmod.local.tokens import load_or_create_key
 from stdbmod.types import Identity
 
+from ..dashboard.site import csrf_of
 from ..dashboard.test_metrics import parse, scrape, value
 from ..subscriptions.conftest import Shop, start_shop
 from ..subscriptions.test_websocket import (  # noqa: F401 (collected here too: subscribers in the fronts)
@@ -34,7 +40,7 @@ from ..subscriptions.test_websocket import (  # noqa: F401 (collected here too: 
     test_updates_come_in_commit_order_with_several_writers,
 )
 from ..subscriptions.wsclient import PROTOCOL
-from .servers import METRICS_LISTENING, STARTUP_DEADLINE, Roles, Server, announced_port, bearer, start_server
+from .servers import METRICS_LISTENING, STARTUP_DEADLINE, Roles, Server, announced_port, bearer, call, start_server
 from .test_connection_limits import (  # noqa: F401 (collected here too: against the fronts)
     test_an_endless_head_is_refused_early_and_costs_no_memory,
     test_heads_are_bounded_in_size_and_count_before_authentication,
@@ -132,10 +138,59 @@ def test_a_bad_token_is_a_401_from_a_front(server: Server) -> None:
         assert r.headers["www-authenticate"].startswith("Bearer")
 
 
-def test_the_dashboard_is_a_clear_501_from_a_front(server: Server, roles: Roles) -> None:
-    for path in ("/dashboard", "/dashboard/jobs"):
-        r = httpx.get(server.base + path, headers=bearer(roles.owner), timeout=30)
-        assert r.status_code == 501 and "--workers 0" in r.json()["error"], (path, r.status_code, r.text)
+def _fresh(server: Server, method: str, path: str, cookies: dict[str, str], **kw: Any) -> httpx.Response:
+    """One request on a connection of its own, so that either front may take it."""
+    with httpx.Client(base_url=server.base, cookies=cookies, timeout=30) as c:
+        return c.request(method, path, **kw)
+
+
+def test_the_dashboard_from_any_front_shares_sessions_flashes_tickets_and_throughput(server: Server, roles: Roles) -> None:
+    """The dashboard's state is the writer's (dashboard/desk.py): a session made through one front
+    is good at every front, a flash shows once wherever the next page is served, signing out ends
+    the session everywhere, a ticket is used once, and the overview's throughput counts the
+    writer's commits (a front's own feed sees none)."""
+    queue = "dash-fronts"
+    job = httpx.post(server.base + JOBS, json={"job_type": "email", "queue": queue}, headers=bearer(roles.worker), timeout=30).json()
+    claimed = httpx.post(server.base + JOBS + "/claim", json={"worker_id": "w", "queue": queue}, headers=bearer(roles.worker), timeout=30).json()
+    assert claimed["job"]["id"] == job["id"]
+    done = httpx.post(f"{server.base}{JOBS}/{job['id']}/complete", json={"result": {}, "attempt": 1}, headers=bearer(roles.worker), timeout=30)
+    assert done.status_code == 200, done.text
+
+    form = _fresh(server, "GET", "/dashboard/login", {})
+    signin = re.search(r'name="signin" value="([^"]+)"', form.text)
+    assert form.status_code == 200 and signin is not None, form.text
+    r = _fresh(server, "POST", "/dashboard/login", {"stdbmod_signin": form.cookies["stdbmod_signin"]}, data={"signin": signin.group(1), "token": roles.owner})
+    assert r.status_code == 303, r.text
+    session = {"stdbmod_session": r.cookies["stdbmod_session"]}
+    pages = [_fresh(server, "GET", "/dashboard", session) for _ in range(12)]
+    assert [p.status_code for p in pages] == [200] * 12  # per-front sessions would send about half to the login page
+    row = re.search(rf'<tr data-queue="{queue}".*?<span class="rate">(\d+) done, (\d+) failed</span>', pages[-1].text, re.S)
+    assert row is not None and row.groups() == ("1", "0"), pages[-1].text
+
+    paused = _fresh(server, "POST", "/dashboard/queues/pause", session, data={"csrf": csrf_of(pages[0].text), "queue": queue, "next": "/dashboard"})
+    assert paused.status_code == 303, paused.text
+    shown = [_fresh(server, "GET", "/dashboard", session).text for _ in range(3)]
+    assert [f"Queue {queue} is paused" in t for t in shown] == [True, False, False]  # once, whichever front serves it
+    assert call(server.base, roles.owner, "resume_queue", queue).status_code == 200
+
+    ticket = tickets.issue(load_or_create_key(server.data), Identity.from_hex(roles.identities["admin"]))
+    redeemed = [
+        _fresh(server, "POST", "/dashboard/login", {"stdbmod_signin": form.cookies["stdbmod_signin"]}, data={"signin": signin.group(1), "ticket": ticket})
+        for _ in range(6)
+    ]
+    assert [x.status_code for x in redeemed] == [303, 400, 400, 400, 400, 400], [x.text for x in redeemed]
+    assert "used already" in redeemed[1].text
+
+    live = server.base.replace("http://", "ws://") + "/dashboard/live/socket"
+    with connect(live, additional_headers={"Cookie": f"stdbmod_session={session['stdbmod_session']}"}, open_timeout=30) as ws:
+        first = json.loads(ws.recv(timeout=30))["version"]
+        assert call(server.base, roles.owner, "pause_queue", queue).status_code == 200
+        assert json.loads(ws.recv(timeout=30))["version"] > first  # the front's follower, woken by the writer's notice
+
+    out = _fresh(server, "POST", "/dashboard/logout", session, data={"csrf": csrf_of(pages[0].text)})
+    assert out.status_code == 303, out.text
+    after = [_fresh(server, "GET", "/dashboard", session) for _ in range(8)]
+    assert [x.status_code for x in after] == [303] * 8 and all("/dashboard/login" in x.headers["location"] for x in after)
 
 
 def test_metrics_from_a_front_hold_the_writers_series_and_every_fronts_requests(server: Server, roles: Roles) -> None:
@@ -281,24 +336,28 @@ def test_frames_are_bounded_and_split_anywhere() -> None:
         list(frames.FrameReader().feed((frames.MAX_FRAME + 1).to_bytes(4, "big")))
 
 
-def test_the_writer_answers_a_refused_call_and_a_scrape_and_closes_on_a_frame_it_cannot_read(tmp_path: Path) -> None:
+def test_the_writer_answers_a_refused_call_a_scrape_and_a_dash_and_closes_on_a_frame_it_cannot_read(tmp_path: Path) -> None:
     owner = Identity(bytes(32))
     db = Database.create(tmp_path / "db", load_module("stdbmod.retry:default_retry").module, owner=owner)
     mine, theirs = socket.socketpair()
     pool = ThreadPoolExecutor(1)
-    link = threading.Thread(target=WriterLink(db, mine, pool, lambda: b"stdbmod_up 1\n").run)
+    link = threading.Thread(target=WriterLink(db, mine, pool, lambda: b"stdbmod_up 1\n", lambda req: [req.op, *req.args]).run)
     link.start()
     try:
         theirs.settimeout(STARTUP_DEADLINE)
-        theirs.sendall(frames.encode(frames.Call(7, "no_such_reducer", b"\x90", owner.to_bytes())) + frames.encode(frames.Scrape(8)))
+        theirs.sendall(
+            frames.encode(frames.Call(7, "no_such_reducer", b"\x90", owner.to_bytes())) + frames.encode(frames.Scrape(8))
+            + frames.encode(frames.Dash(9, "session", ["a cookie"]))
+        )
         reader = frames.FrameReader()
         replies: dict[int, frames.Reply] = {}
-        while len(replies) < 2:
+        while len(replies) < 3:
             frames_in = [frames.reply_decoder.decode(b) for b in reader.feed(theirs.recv(65536))]
             replies |= {f.id: f for f in frames_in if isinstance(f, frames.Reply)}  # not the commits' notices
         refused = replies[7].failure
         assert refused is not None and refused.status == 404 and refused.name == "NoSuchReducer"
         assert replies[8].failure is None and pickle.loads(replies[8].value) == b"stdbmod_up 1\n"
+        assert replies[9].failure is None and pickle.loads(replies[9].value) == ["session", "a cookie"]
         theirs.sendall(b"\x00\x00\x00\x03abc")  # a frame that is no request
         assert theirs.recv(65536) == b""  # the writer closed the link rather than leave a call unanswered
     finally:

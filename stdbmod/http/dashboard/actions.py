@@ -77,7 +77,7 @@ class Actions:
                 raise ValueError("action must be requeue or delete") from None
             where = TriageFilter(fingerprint=fields.get("fingerprint", ""))
             ctx = self.site.ctx
-            op: TriageOp = await ctx.call(ctx.db, "bulk_dlq", action, where, sender=self._who(request))
+            op: TriageOp = await ctx.call(ctx.db, "bulk_dlq", action, where, sender=await self._who(request))
             verb = "requeued" if action is BulkAction.REQUEUE else "deleted"
             rest = "done" if op.done else "the rest follows in batches"
             return f"Bulk {action.value} #{op.id} of group {where.fingerprint or '(none)'}: {op.processed} {verb}, {rest}."
@@ -88,7 +88,7 @@ class Actions:
         async def handle(request: Request) -> Response:
             async def act(fields: dict[str, str]) -> str:
                 args = args_of(request, fields)
-                await self.site.ctx.call(self.site.ctx.db, reducer, *args, sender=self._who(request))
+                await self.site.ctx.call(self.site.ctx.db, reducer, *args, sender=await self._who(request))
                 return done.format(*args)
 
             return await self._run(request, reducer, act)
@@ -101,27 +101,28 @@ class Actions:
         async def act(fields: dict[str, str]) -> str:
             ctx = self.site.ctx
             identity, token = ctx.key.mint(expires_in=ctx.token_ttl)
-            await ctx.call(ctx.db, "grant_worker", identity, sender=self._who(request))
+            await ctx.call(ctx.db, "grant_worker", identity, sender=await self._who(request))
             return f"New worker {identity}: its token (shown only now) is {token}"
 
         return await self._run(request, "grant_worker", act)
 
-    def _who(self, request: Request) -> Identity:
-        session = self.site.session(request)
+    async def _who(self, request: Request) -> Identity:
+        session = await self.site.session(request)
         assert session is not None  # `_run` checked
         return session.identity
 
     async def _run(self, request: Request, reducer: str, act: Callable[[dict[str, str]], Awaitable[str]]) -> Response:
-        session = self.site.session(request)
+        session = await self.site.session(request)
         if session is None:
             return redirect(PATH + "/login")
         fields = await form(request)
-        if not self.site.sessions.csrf_ok(session, fields.get("csrf")):
-            return self.site.csrf_refused(request, session)
+        if not self.site.forms.csrf_ok(session, fields.get("csrf")):
+            return await self.site.csrf_refused(request, session)
         try:
-            session.flash("ok", await act(fields))
+            kind, text = "ok", await act(fields)
         except ValueError as e:
-            session.flash("error", str(e))
+            kind, text = "error", str(e)
         except StdbError as e:
-            session.flash("error", f"{reducer} refused: {e}")
+            kind, text = "error", f"{reducer} refused: {e}"
+        await self.site.desk.flash(session, kind, text)
         return redirect(local_path(fields.get("next")))

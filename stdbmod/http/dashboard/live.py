@@ -26,7 +26,8 @@ from ...runtime import Database
 from ...runtime.commitlog import CommitRecord
 from ..metrics_access import is_admin_now
 from ..upgrade import deny_upgrade
-from .sessions import COOKIE, Sessions
+from .desk import Desk
+from .sessions import COOKIE
 
 log = logging.getLogger("stdbmod.http.dashboard")
 
@@ -85,11 +86,11 @@ class LiveFeed:
             listener.wake()
 
 
-async def serve_socket(ws: WebSocket, db: Database, sessions: Sessions, feed: LiveFeed) -> None:
+async def serve_socket(ws: WebSocket, db: Database, desk: Desk, feed: LiveFeed) -> None:
     """One page's socket: refused before the upgrade unless the browser has a live session of an
     admin and the page is this server's own (the Origin header, against cross-site WebSocket
     hijacking; the session cookie is SameSite=Strict too)."""
-    session = sessions.get(ws.cookies.get(COOKIE))
+    session = await desk.session(ws.cookies.get(COOKIE))
     if session is None:
         return await deny_upgrade(ws, 401, "not signed in")
     if not same_origin(ws):
@@ -104,7 +105,7 @@ async def serve_socket(ws: WebSocket, db: Database, sessions: Sessions, feed: Li
         closed = asyncio.ensure_future(_closed(ws))
         try:
             while not closed.done():
-                if sessions.get(ws.cookies.get(COOKIE)) is None:  # signed out (or expired) meanwhile
+                if await desk.session(ws.cookies.get(COOKIE)) is None:  # signed out (or expired) meanwhile
                     await ws.close(4401, "signed out")
                     return
                 await ws.send_json({"version": await run_in_threadpool(db.commit_log_end)})

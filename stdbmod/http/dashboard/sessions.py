@@ -3,8 +3,9 @@ holds, with an expiry; a CSRF token per session; and the sign-in form's own CSRF
 
 The cookie is a JWT (PyJWT, HS256) over the session id and its expiry, signed with a key derived
 from the server's signing key for this purpose only (`SigningKey.derive`), so no API token is a
-cookie and no cookie is an API token. The session itself lives in the server's memory: signing
-out ends it for good (the cookie alone is then worthless), and a restart signs everyone out.
+cookie and no cookie is an API token. The session itself lives in the server's memory (the writer
+process's under `serve --workers N`: desk.py): signing out ends it for good (the cookie alone is
+then worthless), and a restart signs everyone out.
 At most `MAX_SESSIONS` are kept; past that the oldest goes.
 
 Every state-changing request carries the session's CSRF token (a form field, or the
@@ -88,8 +89,12 @@ class Sessions:
             return None
         if not isinstance(claims["exp"], (int, float)) or claims["exp"] <= self._clock():
             return None
+        return self.find(str(claims["sid"]))
+
+    def find(self, sid: str) -> Session | None:
+        """The live session of that id, or None (expired, signed out, never made)."""
         with self._lock:
-            session = self._live.get(str(claims["sid"]))
+            session = self._live.get(sid)
             if session is not None and session.expires <= self._clock():
                 del self._live[session.sid]
                 session = None

@@ -33,10 +33,10 @@ from ..metrics_tasks import Counts, QueueCounts
 from ..routing import JOB_ID
 from . import reads
 from .actions import Actions
+from .desk import Desk, LocalDesk
 from .live import LiveFeed, serve_socket
 from .sessions import COOKIE, LOGIN_COOKIE, LOGIN_SECONDS, PATH, Session, Sessions
-from .throughput import Throughput
-from .tickets import BadTicket, Tickets
+from .tickets import BadTicket
 from .web import Web, form, local_path, parse_time, redirect, secure
 
 Work = Callable[[Identity], dict[str, Any]]
@@ -47,12 +47,11 @@ FINGERPRINT = re.compile(r"(?:[0-9a-f]{16})?")
 class Dashboard:
     def __init__(self, ctx: ServerContext, feed: Feed, counts: Counts) -> None:
         self.ctx = ctx
-        self.feed = feed
         self.counts = counts
-        self.sessions = Sessions(ctx.key)
-        self.tickets = Tickets(ctx.key)
-        self.throughput = Throughput()
-        feed.task_listeners.append(self.throughput.on_tasks)
+        # sessions, used tickets, throughput: this process's own, unless an HTTP front of
+        # --workers N points it at the writer's (front.py)
+        self.desk: Desk = LocalDesk(ctx.key, feed)
+        self.forms = Sessions(ctx.key)  # the sign-in form's and CSRF checks only: keyed, not stored
         self.web = Web()
         self.actions = Actions(self)
         self.live_feed = LiveFeed()
@@ -83,16 +82,16 @@ class Dashboard:
 
     # --- sessions -------------------------------------------------------------------------------
 
-    def session(self, request: Request) -> Session | None:
-        return self.sessions.get(request.cookies.get(COOKIE))
+    async def session(self, request: Request) -> Session | None:
+        return await self.desk.session(request.cookies.get(COOKIE))
 
-    def base(self, request: Request, session: Session | None, **values: Any) -> dict[str, Any]:
+    async def base(self, request: Request, session: Session | None, **values: Any) -> dict[str, Any]:
         """What every page's template gets."""
         return {
             "request": request,
             "session": session,
             "csrf": session.csrf if session is not None else "",
-            "flashes": session.take_flashes() if session is not None else [],
+            "flashes": await self.desk.take_flashes(session) if session is not None else [],
             "db_name": self.ctx.db.name,
             "path": request.url.path,
             "params": dict(request.query_params),
@@ -102,20 +101,20 @@ class Dashboard:
     async def page(self, request: Request, template: str, work: Work, title: str) -> Response:
         """A signed-in page: `work(identity)` reads its values (off the event loop), checking
         the admin role in its snapshot."""
-        session = self.session(request)
+        session = await self.session(request)
         if session is None:
             return redirect(PATH + "/login" + _next(request))
         try:
             values = await run_in_threadpool(self._read, work, session.identity)
         except reads.NotAllowed:
-            return self.not_allowed(request, session)
+            return await self.not_allowed(request, session)
         except reads.NoTasks as e:
-            return self.web.render(request, "message.html", self.base(request, session, title="No task-retry module", message=str(e)), 404)
+            return self.web.render(request, "message.html", await self.base(request, session, title="No task-retry module", message=str(e)), 404)
         except (ValueError, HttpError) as e:
             status, message = (e.status_code, e.message) if isinstance(e, HttpError) else (400, str(e))
             title = "Not found" if status == 404 else "Bad request"
-            return self.web.render(request, "message.html", self.base(request, session, title=title, message=message), status)
-        return self.web.render(request, template, self.base(request, session, title=title, **values))
+            return self.web.render(request, "message.html", await self.base(request, session, title=title, message=message), status)
+        return self.web.render(request, template, await self.base(request, session, title=title, **values))
 
     def _read(self, work: Work, who: Identity) -> dict[str, Any]:
         """`work`'s values and the page's version: the commit log's end (every node's commits),
@@ -124,22 +123,21 @@ class Dashboard:
         version = self.ctx.db.commit_log_end()
         return {"version": version, **work(who)}
 
-    def not_allowed(self, request: Request, session: Session | None, identity: Identity | None = None) -> Response:
+    async def not_allowed(self, request: Request, session: Session | None, identity: Identity | None = None) -> Response:
         who = identity or (session.identity if session is not None else None)
-        return self.web.render(request, "not_allowed.html", self.base(request, session, title="Not allowed", who=who), 403)
+        return self.web.render(request, "not_allowed.html", await self.base(request, session, title="Not allowed", who=who), 403)
 
     # --- pages ----------------------------------------------------------------------------------
 
     async def overview(self, request: Request) -> Response:
         def work(who: Identity) -> dict[str, Any]:
             controls = reads.check(self.ctx.db, who)
-            self.feed.drain()  # the throughput counts every commit made so far
             snap = self.counts.get(self.ctx.db, self.ctx.db.commit_log_end())
             # a queue paused or limited before it had a task is shown too, with no counts
             counted = {q.queue for q in snap.queues}
             zero = dict.fromkeys(snap.totals(), 0)
             queues = [*snap.queues, *(QueueCounts(name, dict(zero), 0, None) for name in sorted(controls) if name not in counted)]
-            spark = {q.queue: self.throughput.summary(q.queue, snap.taken_micros) for q in queues}
+            spark = self.desk.throughput([q.queue for q in queues], snap.taken_micros)
             # The page's version is its counts': a shared snapshot older than the newest commit
             # makes the page poll, and re-read, until a newer one is taken.
             return {
@@ -209,7 +207,7 @@ class Dashboard:
     async def live(self, request: Request) -> Response:
         """The live parts' poll: the commit log's end (a page re-reads itself when it moved;
         on PostgreSQL it moves with every node's commits). An admin's session only."""
-        session = self.session(request)
+        session = await self.session(request)
         if session is None:
             return secure(JSONResponse({"error": "not signed in"}, 401))
         db = self.ctx.db
@@ -219,7 +217,7 @@ class Dashboard:
 
     async def live_socket(self, ws: WebSocket) -> None:
         """The live parts' push: the commit log's end whenever a commit lands (live.py)."""
-        await serve_socket(ws, self.ctx.db, self.sessions, self.live_feed)
+        await serve_socket(ws, self.ctx.db, self.desk, self.live_feed)
 
     async def static(self, request: Request) -> Response:
         return self.web.static(request.path_params["name"])
@@ -230,17 +228,17 @@ class Dashboard:
     # --- signing in and out ---------------------------------------------------------------------
 
     async def login_page(self, request: Request, error: str | None = None, status: int = 200) -> Response:
-        if error is None and self.session(request) is not None:
+        if error is None and await self.session(request) is not None:
             return redirect(local_path(request.query_params.get("next")))
         ticket = request.query_params.get("ticket")
         ticket_for: Identity | None = None
         if ticket and error is None:
             try:
-                ticket_for = self.tickets.identity(ticket)
+                ticket_for = await self.desk.ticket_for(ticket)
             except BadTicket as e:
                 error, ticket, status = str(e), None, 400
-        nonce, token = self.sessions.signin_pair()
-        values = self.base(
+        nonce, token = self.forms.signin_pair()
+        values = await self.base(
             request, None, title="Sign in", error=error, ticket=ticket, ticket_for=ticket_for, signin=token,
             next=local_path(request.query_params.get("next")),
         )
@@ -250,11 +248,11 @@ class Dashboard:
 
     async def login(self, request: Request) -> Response:
         fields = await form(request)
-        if not self.sessions.signin_ok(request.cookies.get(LOGIN_COOKIE), fields.get("signin")):
+        if not self.forms.signin_ok(request.cookies.get(LOGIN_COOKIE), fields.get("signin")):
             return await self.login_page(request, "The sign-in form expired or did not come from this server; try again.", 403)
         try:
             if fields.get("ticket"):
-                who = self.tickets.redeem(fields["ticket"])
+                who = await self.desk.redeem(fields["ticket"])
             else:
                 token = fields.get("token", "").strip()
                 if token.lower().startswith("bearer "):
@@ -263,31 +261,31 @@ class Dashboard:
         except (BadTicket, InvalidToken) as e:
             return await self.login_page(request, str(e), 400 if isinstance(e, BadTicket) else 401)
         if not await run_in_threadpool(is_admin_now, self.ctx.db, who):
-            response = self.not_allowed(request, None, who)
+            response = await self.not_allowed(request, None, who)
             response.delete_cookie(LOGIN_COOKIE, path=PATH, httponly=True, samesite="strict")
             return response
-        _, cookie = self.sessions.create(who)
+        cookie = await self.desk.sign_in(who)
         response = redirect(local_path(fields.get("next")))
         response.set_cookie(
-            COOKIE, cookie, max_age=int(self.sessions.ttl), path=PATH, httponly=True, samesite="strict", secure=_https(request)
+            COOKIE, cookie, max_age=int(self.desk.ttl), path=PATH, httponly=True, samesite="strict", secure=_https(request)
         )
         response.delete_cookie(LOGIN_COOKIE, path=PATH, httponly=True, samesite="strict")
         return response
 
     async def logout(self, request: Request) -> Response:
-        session = self.session(request)
+        session = await self.session(request)
         fields = await form(request)
         if session is not None:
-            if not self.sessions.csrf_ok(session, fields.get("csrf")):
-                return self.csrf_refused(request, session)
-            self.sessions.end(session)
+            if not self.forms.csrf_ok(session, fields.get("csrf")):
+                return await self.csrf_refused(request, session)
+            await self.desk.sign_out(session)
         response = redirect(PATH + "/login")
         response.delete_cookie(COOKIE, path=PATH, httponly=True, samesite="strict")
         return response
 
-    def csrf_refused(self, request: Request, session: Session) -> Response:
+    async def csrf_refused(self, request: Request, session: Session) -> Response:
         message = "This form's CSRF token is missing or wrong (an old page, or a form from another site): nothing was done. Reload the page and try again."
-        return self.web.render(request, "message.html", self.base(request, session, title="Refused", message=message), 403)
+        return self.web.render(request, "message.html", await self.base(request, session, title="Refused", message=message), 403)
 
 
 def job_filter(status: str | None, queue: str | None, job_type: str | None, since: str | None, until: str | None, search: str | None) -> reads.JobFilter:
