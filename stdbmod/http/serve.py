@@ -143,19 +143,13 @@ def start(
     return loaded, key, lock
 
 
-LISTEN_BACKLOG = 2048  # uvicorn's own `backlog`, which it sets again when it starts serving
-
-
 def listen(host: str, port: int) -> socket.socket:
     """A socket bound to `host`:`port`, before anything is published: a port in use is one
-    line, and the data directory stays as it was. It listens at once: `serve` announces the
-    port before its app (or, with --workers N, its first front) takes the socket, and a client
-    that connects in between waits in the backlog rather than being refused."""
+    line, and the data directory stays as it was."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: restarts need not wait for TIME_WAIT
     try:
         sock.bind((host, port))
-        sock.listen(LISTEN_BACKLOG)
     except OSError as e:
         sock.close()
         raise ServeError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None

@@ -39,12 +39,6 @@ def test_listen_binds_the_socket_the_server_then_serves_on(tmp_path: Path) -> No
     sock = listen("127.0.0.1", 0)
     try:
         assert sock.getsockname()[0] == "127.0.0.1" and sock.getsockname()[1] > 0
-        # listening already: a client of the announced port, before anything serves it, waits in
-        # the backlog (with --workers N the first front takes a moment to start) rather than
-        # being refused
-        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1
-        with socket.create_connection(sock.getsockname()[:2], timeout=5):
-            pass
     finally:
         sock.close()
 
