@@ -39,6 +39,9 @@ def test_listen_binds_the_socket_the_server_then_serves_on(tmp_path: Path) -> No
     sock = listen("127.0.0.1", 0)
     try:
         assert sock.getsockname()[0] == "127.0.0.1" and sock.getsockname()[1] > 0
+        # not listening yet: the port refuses until the app (or the first front of --workers N)
+        # takes it, so a TCP probe of the port is a readiness check
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 0
     finally:
         sock.close()
 
