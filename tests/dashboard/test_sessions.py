@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jwt
 import pytest
 
+from stdbmod.errors import StdbError
+from stdbmod.http import frames
 from stdbmod.http.dashboard import BadTicket, Sessions, Tickets, issue
 from stdbmod.http.dashboard import sessions as sessions_module
+from stdbmod.http.dashboard.desk import LocalDesk
+from stdbmod.http.metrics_feed import Feed
 from stdbmod.local.tokens import SigningKey
 from stdbmod.types import Identity
 
@@ -111,3 +117,32 @@ def test_an_expired_ticket_is_refused() -> None:
     clock.t += 0.1
     with pytest.raises(BadTicket, match="expired"):
         tickets.redeem(t)
+
+
+def test_the_writers_desk_answers_a_fronts_questions() -> None:
+    """`LocalDesk.answer`: what the writer of `serve --workers N` does with a front's
+    `frames.Dash` (tests/http/test_workers.py runs it across real fronts)."""
+    key = SigningKey.generate()
+    desk = LocalDesk(key, Feed())
+
+    def ask(op: str, *args: str) -> Any:
+        return desk.answer(frames.Dash(1, op, list(args)))
+
+    cookie = ask("sign_in", ALICE.to_hex())
+    assert isinstance(cookie, str)
+    session = ask("session", cookie)
+    assert session is not None and session.identity == ALICE
+    sid = session.sid
+    assert ask("flash", sid, "ok", "done") is None and ask("flash", sid, "error", "no") is None
+    assert ask("session", cookie).flashes == []  # a copy: flashes are taken, not sent along
+    assert ask("take_flashes", sid) == [("ok", "done"), ("error", "no")] and ask("take_flashes", sid) == []
+    ticket = issue(key, ALICE)
+    assert ask("ticket_for", ticket) == ALICE.to_hex() and ask("redeem", ticket) == ALICE.to_hex()
+    with pytest.raises(BadTicket):
+        ask("redeem", ticket)
+    assert ask("throughput", "0", "q") == {"q": {"minutes": [(0, 0)] * 15, "completed": 0, "failed": 0, "peak": 1}}
+    assert ask("sign_out", sid) is None and ask("session", cookie) is None and ask("take_flashes", sid) == []
+    assert ask("session", "not a cookie") is None
+    for op, args in (("drop_tables", ()), ("flash", (sid,)), ("session", ()), ("throughput", ())):
+        with pytest.raises(StdbError, match="no dashboard operation"):
+            ask(op, *args)

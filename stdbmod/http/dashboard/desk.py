@@ -11,6 +11,7 @@ whichever front takes it. The methods a page calls on the event loop are corouti
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -90,27 +91,30 @@ class LocalDesk:
 
     def answer(self, req: frames.Dash) -> Any:
         """A front's `frames.Dash` (the writer's side of `LinkDesk`): what its reply carries."""
-        a = req.args
-        if req.op == "session":
-            return self.sessions.get(a[0])
-        if req.op == "sign_in":
-            return self.sessions.create(Identity.from_hex(a[0]))[1]
-        if req.op == "throughput":
+        a, op = req.args, req.op
+        if op == "throughput" and a:
             return self.throughput(a[1:], int(a[0]))
-        if req.op in ("ticket_for", "redeem"):
-            return (self.tickets.identity if req.op == "ticket_for" else self.tickets.redeem)(a[0]).to_hex()
+        if len(a) != _ARITY.get(op, -1):
+            raise StdbError(f"no dashboard operation {op!r} of {len(a)} arguments")
+        if op == "session":  # a copy without its flashes, which `take_flashes` hands over
+            found = self.sessions.get(a[0])
+            return None if found is None else dataclasses.replace(found, flashes=[])
+        if op == "sign_in":
+            return self.sessions.create(Identity.from_hex(a[0]))[1]
+        if op in ("ticket_for", "redeem"):
+            return (self.tickets.identity if op == "ticket_for" else self.tickets.redeem)(a[0]).to_hex()
         session = self.sessions.find(a[0])
-        if req.op == "sign_out":
-            if session is not None:
-                self.sessions.end(session)
-            return None
-        if req.op == "flash":
-            if session is not None:
-                session.flash(a[1], a[2])
-            return None
-        if req.op == "take_flashes":
+        if op == "take_flashes":
             return [] if session is None else session.take_flashes()
-        raise StdbError(f"no dashboard operation {req.op!r}")
+        if session is not None:
+            if op == "sign_out":
+                self.sessions.end(session)
+            else:  # flash
+                session.flash(a[1], a[2])
+        return None
+
+
+_ARITY = {"session": 1, "sign_in": 1, "ticket_for": 1, "redeem": 1, "take_flashes": 1, "sign_out": 1, "flash": 3}
 
 
 class LinkDesk:
