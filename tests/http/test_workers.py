@@ -186,6 +186,9 @@ def test_the_dashboard_from_any_front_shares_sessions_flashes_tickets_and_throug
         first = json.loads(ws.recv(timeout=30))["version"]
         assert call(server.base, roles.owner, "pause_queue", queue).status_code == 200
         assert json.loads(ws.recv(timeout=30))["version"] > first  # the front's follower, woken by the writer's notice
+        sockets = parse(scrape(server.base, roles.owner).text)
+        assert value(sockets, "stdbmod_websocket_connections", endpoint="dashboard") == 1  # named as one process names it
+        assert value(sockets, "stdbmod_websocket_connections", endpoint="subscribe") == 0
 
     out = _fresh(server, "POST", "/dashboard/logout", session, data={"csrf": csrf_of(pages[0].text)})
     assert out.status_code == 303, out.text
