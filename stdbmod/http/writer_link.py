@@ -3,8 +3,9 @@
 Two threads per front: one reads frames and queues each call on the database's writer (so
 calls from every front share its group commits), one sends the replies, coalescing those that
 are ready into one write. The writer thread itself only puts a call's outcome on the sender's
-queue (`_Settled`, not a `Future`): pickling and sending stay off it. A front that goes away leaves its queued calls to commit or
-fail as they would have; their replies go nowhere (its clients never got an answer).
+queue (`_Settled`, not a `Future`): pickling and sending stay off it. A front that goes away
+leaves its queued calls to commit or fail as they would have; their replies go nowhere (its
+clients never got an answer).
 """
 
 from __future__ import annotations
