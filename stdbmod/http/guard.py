@@ -39,6 +39,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from .. import codec
+from .coalesce import Coalescing
 from .limits import DEFAULT_LIMITS, ConnectionLimits
 
 LINGER_SECONDS = 2.0
@@ -78,11 +79,13 @@ class GuardedProtocol(HttpToolsProtocol):
         self._lingered = 0
         self._body_timer: asyncio.TimerHandle | None = None
         self._last_read = 0.0
+        self._out: Coalescing  # connection_made makes it
 
     # --- the connection's life -------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._out = Coalescing(transport, self.loop)
         if len(self.connections) > self.limits.max_connections:
             room = self._make_room()
             self._warn_full(room)
@@ -227,6 +230,9 @@ class GuardedProtocol(HttpToolsProtocol):
         self._cancel_head_timer()
         self._stop_waiting()
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.transport is self.transport:  # a new request's (an upgrade makes none)
+            cycle.transport = self._out  # type: ignore[assignment]
 
     # --- refusing --------------------------------------------------------------------------------
 
@@ -238,6 +244,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._cancel_head_timer()
         if self.transport.is_closing():
             return
+        self._out.flush()  # what a response had written goes first
         body = codec.json_encoder.encode({"error": message})
         head = [STATUS_LINE[status]]
         for name, value in self.server_state.default_headers:
