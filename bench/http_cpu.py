@@ -1,7 +1,9 @@
 """Where the HTTP server's CPU goes per request: one `stdbmod serve` driven by the load generator
 of bench/http_load.py (the durable lifecycle over seed 000's routes), reporting the server's CPU
 time per request split by thread (the event loop, the writer, the scheduler), and the client's.
-On a shared machine, CPU per request is steadier than requests/s.
+On a shared machine, CPU per request is steadier than requests/s. Each thread's waits per request
+(voluntary context switches: it blocked on a queue, a lock, the GIL or I/O) and the calls per
+commit (from /metrics) show how the stages take turns (docs/performance.md, "Twenty-second round").
 
     python -m bench.http_cpu JOBS WORKERS [--py-spy OUT]   # OUT.txt: raw stacks, else an SVG
     python -m bench.http_cpu JOBS WORKERS --fronts N       # `serve --workers N`: each process
@@ -15,29 +17,49 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 from .http_load import ROOT, _process_cpu
 from .servers import free_port, wait_port
 
 
-def _threads(pid: int) -> dict[str, tuple[str, float]]:
-    """Each thread of `pid`: its name and CPU seconds so far (Linux /proc)."""
-    out: dict[str, tuple[str, float]] = {}
+def _threads(pid: int) -> dict[str, tuple[str, float, int]]:
+    """Each thread of `pid`: its name, CPU seconds and voluntary context switches so far (Linux
+    /proc). A thread switches voluntarily each time it blocks: on a queue, a lock, the GIL, I/O."""
+    out: dict[str, tuple[str, float, int]] = {}
     tick = os.sysconf("SC_CLK_TCK")
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/stat") as f:
                 stat = f.read()
-        except OSError:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                waits = next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches:"))
+        except (OSError, StopIteration):
             continue
         fields = stat.rpartition(")")[2].split()
-        out[tid] = (stat[stat.index("(") + 1 : stat.rindex(")")], (int(fields[11]) + int(fields[12])) / tick)
+        out[tid] = (stat[stat.index("(") + 1 : stat.rindex(")")], (int(fields[11]) + int(fields[12])) / tick, waits)
     return out
+
+
+def _calls_per_commit(port: int, token: str) -> tuple[float, int] | None:
+    """Calls per commit and commits so far, from the server's /metrics (None without it): how
+    well concurrent requests shared their commits."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            text = r.read().decode()
+    except OSError:  # prometheus-client not installed: a 404
+        return None
+    found = dict(re.findall(r"^stdbmod_commit_batch_size_(sum|count) (\S+)$", text, re.M))
+    if "count" not in found or not float(found["count"]):
+        return None
+    return float(found["sum"]) / float(found["count"]), int(float(found["count"]))
 
 
 def main() -> None:
@@ -66,6 +88,7 @@ def main() -> None:
             gen = subprocess.run([sys.executable, "-m", "bench.http_load", "gen", str(port), token, str(a.jobs), str(a.workers)],
                                  env=env, cwd=ROOT, capture_output=True, text=True)
             after, cpu1 = {pid: _threads(pid) for pid in pids}, _process_cpu(server.pid)
+            shared = _calls_per_commit(port, token)
         finally:
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
@@ -76,11 +99,14 @@ def main() -> None:
         raise SystemExit(f"load generator failed:\n{gen.stderr[-2000:]}")
     m = json.loads(gen.stdout.strip().splitlines()[-1])
     requests = 3 * m["jobs"]
-    used = {pid: {tid: t1 - before[pid].get(tid, (name, 0.0))[1] for tid, (name, t1) in after[pid].items()} for pid in pids}
+    used = {pid: {tid: t1 - before[pid].get(tid, (name, 0.0, 0))[1] for tid, (name, t1, _) in after[pid].items()} for pid in pids}
+    waits = {pid: {tid: w1 - before[pid].get(tid, (name, 0.0, 0))[2] for tid, (name, _, w1) in after[pid].items()} for pid in pids}
     assert cpu0 is not None and cpu1 is not None
     total = cpu1 - cpu0  # the server and its fronts, threads that ended meanwhile included
     print(f"{a.workers} workers: {m['jobs'] / m['elapsed']:.0f} jobs/s, {requests / m['elapsed']:.0f} requests/s")
     print(f"server CPU {total / requests * 1e6:.0f} us/request; client CPU {m['client_cpu'] / requests * 1e6:.0f} us/request")
+    if shared is not None:  # the whole run's, start-up's few commits included
+        print(f"calls per commit {shared[0]:.1f} ({shared[1]} commits)")
     # /proc names every Python thread "python" (py-spy shows the runtime's names). One process:
     # the main thread is the event loop, then come the runtime's writer and scheduler, started
     # in that order. With fronts the writer process's main thread only waits; each front's main
@@ -93,7 +119,7 @@ def main() -> None:
             if used[pid][tid] > 0 or i == 1:  # thread 1 always: below a clock tick (10 ms) a short run counts it 0
                 label = {0: "event loop (main thread)" if pid != server.pid or not a.fronts else "main thread",
                          1: "thread 1 (the writer)" if pid == server.pid else "thread 1"}.get(i, f"thread {i}")
-                print(f"  {label}: {used[pid][tid] / requests * 1e6:.0f} us/request")
+                print(f"  {label}: {used[pid][tid] / requests * 1e6:.0f} us/request, {waits[pid][tid] / requests:.2f} waits/request")
 
 
 def _children(pid: int, n: int) -> list[int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,11 @@ def test_http_cpu_splits_the_servers_cpu_by_thread() -> None:
     )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "4 workers:" in r.stdout and "server CPU" in r.stdout and "event loop (main thread)" in r.stdout
+    # 48 lifecycles are 144 calls, each in a commit of at most 4 (the connections), plus start-up's
+    shared = re.search(r"^calls per commit (\d+\.\d) \((\d+) commits\)$", r.stdout, re.M)
+    assert shared is not None, r.stdout
+    assert 1.0 <= float(shared[1]) <= 4.0 and 144 / 4 <= int(shared[2]) <= 144 + 10, r.stdout
+    assert re.search(r"thread 1 \(the writer\): \d+ us/request, \d+\.\d\d waits/request$", r.stdout, re.M), r.stdout
 
 
 def test_http_cpu_splits_serve_workers_by_process() -> None:
