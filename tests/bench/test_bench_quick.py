@@ -72,3 +72,21 @@ def test_http_cpu_splits_serve_workers_by_process() -> None:
     assert r.returncode == 0, r.stderr[-3000:]
     assert " writer process: " in r.stdout and "thread 1 (the writer)" in r.stdout, r.stdout
     assert r.stdout.count(" front pid ") == 1 and "event loop (main thread)" in r.stdout, r.stdout
+
+
+def test_commit_cost_prints_a_row_a_batch_size_and_refuses_no_rounds() -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "bench.commit_cost", *args],
+            capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+
+    r = run("--batches", "1", "4", "--rounds", "3")
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [line.split(" | ") for line in r.stdout.splitlines()[1:]]
+    assert [row[0] for row in rows] == ["1", "4"], r.stdout
+    for size, off, durable, a_call, wall in rows:
+        us = [int(x.removesuffix(" us")) for x in (off, durable, a_call, wall)]
+        assert all(x >= 0 for x in us) and abs(us[2] - us[1] / int(size)) <= 1, r.stdout
+    refused = run("--rounds", "0")
+    assert refused.returncode == 2 and "at least 1" in refused.stderr and "Traceback" not in refused.stderr
