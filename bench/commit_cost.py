@@ -1,5 +1,5 @@
-"""What a durable commit costs: `enqueue` calls of the task-retry module in batches of B
-(`db.call_many`, one commit a batch), durable and with fsync off, each batch's process CPU time
+"""What a durable commit costs: the bench's enqueues (bench/jobqueue.py, the task-retry module) in
+batches of B (`db.call_many`, one commit a batch), durable and with fsync off, each batch's process CPU time
 (the kernel's share included: the flushes' work) and its wall time.
 
     python -m bench.commit_cost                       # batches of 1, 14 and 50, 300 of each
@@ -15,22 +15,19 @@ import argparse
 import tempfile
 import time
 
-from stdbmod import Database, Identity
-from stdbmod.retry import create_retry_module
-
-OWNER = Identity.from_claims("bench", "owner")
+from .inproc import _check, _open
 
 
 def measure(batch: int, durable: bool, rounds: int) -> tuple[float, float]:
     """CPU and wall seconds a batch of `batch` enqueues."""
     with tempfile.TemporaryDirectory(prefix="stdbmod-commit-cost-") as d:
-        db = Database.create(d, create_retry_module().module, owner=OWNER, durable=durable)
+        db, q = _open(d, durable)
+        s = q.sender
         try:
-            for i in range(20):  # the tables' first pages, outside the measure
-                db.call("enqueue", "email", None, {"i": i}, sender=OWNER)
+            _check(db.call_many([(*q.enqueue(i), s) for i in range(20)]))  # the tables' first pages, outside the measure
             cpu0, wall0 = time.process_time(), time.perf_counter()
             for _ in range(rounds):
-                db.call_many([("enqueue", ("email", None, {"i": i}), OWNER) for i in range(batch)])
+                _check(db.call_many([(*q.enqueue(i), s) for i in range(batch)]))
             return (time.process_time() - cpu0) / rounds, (time.perf_counter() - wall0) / rounds
         finally:
             db.close()

@@ -99,8 +99,11 @@ def main() -> None:
         raise SystemExit(f"load generator failed:\n{gen.stderr[-2000:]}")
     m = json.loads(gen.stdout.strip().splitlines()[-1])
     requests = 3 * m["jobs"]
-    used = {pid: {tid: t1 - before[pid].get(tid, (name, 0.0, 0))[1] for tid, (name, t1, _) in after[pid].items()} for pid in pids}
-    waits = {pid: {tid: w1 - before[pid].get(tid, (name, 0.0, 0))[2] for tid, (name, _, w1) in after[pid].items()} for pid in pids}
+    # each thread's CPU seconds and waits during the load (a thread started meanwhile from zero)
+    zero = ("", 0.0, 0)
+    spent = {pid: {tid: (t1 - before[pid].get(tid, zero)[1], w1 - before[pid].get(tid, zero)[2]) for tid, (_, t1, w1) in after[pid].items()}
+             for pid in pids}
+    used = {pid: {tid: cpu for tid, (cpu, _) in threads.items()} for pid, threads in spent.items()}
     assert cpu0 is not None and cpu1 is not None
     total = cpu1 - cpu0  # the server and its fronts, threads that ended meanwhile included
     print(f"{a.workers} workers: {m['jobs'] / m['elapsed']:.0f} jobs/s, {requests / m['elapsed']:.0f} requests/s")
@@ -119,7 +122,7 @@ def main() -> None:
             if used[pid][tid] > 0 or i == 1:  # thread 1 always: below a clock tick (10 ms) a short run counts it 0
                 label = {0: "event loop (main thread)" if pid != server.pid or not a.fronts else "main thread",
                          1: "thread 1 (the writer)" if pid == server.pid else "thread 1"}.get(i, f"thread {i}")
-                print(f"  {label}: {used[pid][tid] / requests * 1e6:.0f} us/request, {waits[pid][tid] / requests:.2f} waits/request")
+                print(f"  {label}: {used[pid][tid] / requests * 1e6:.0f} us/request, {spent[pid][tid][1] / requests:.2f} waits/request")
 
 
 def _children(pid: int, n: int) -> list[int]:

@@ -1,8 +1,8 @@
 """`Coalescing`: a connection's transport as a response sees it, one send where uvicorn makes two.
 
-uvicorn writes a response's status line and headers when the app sends `http.response.start`,
-and its body when the app sends `http.response.body`: two `send` system calls per answer, and on
-loopback each one also runs the receiver's TCP stack and wakes it. A third of the event loop's
+uvicorn writes a response's status line and headers when the app sends `http.response.start`, and
+its body when the app sends `http.response.body`: two `send` system calls per answer, and on
+loopback each one also runs the receiver's TCP stack and wakes it. Over a third of the event loop's
 time in one process went to them (py-spy, bench/http_cpu.py). Here the first write of a step is
 held and the next one goes out with it, so a whole answer is one send. A held write goes out by
 itself at the loop's next step at the latest, so a streamed answer's headers are not kept waiting
@@ -36,7 +36,7 @@ class Coalescing:
             self.transport.write(data)
 
     def flush(self) -> None:
-        """Send what is held (the transport drops it if the connection is gone)."""
+        """Send what is held; dropped if the connection is closing (its client is gone)."""
         held, self.held = self.held, None
         if held and not self.transport.is_closing():
             self.transport.write(held)
