@@ -8,6 +8,7 @@ count does not, so this is the figure to compare before and after a change to th
     python bench/instructions.py --empty    # the runtime's fixed cost: a reducer that does nothing
     python bench/instructions.py --subscribers 100   # with 100 live subscribers the calls never touch
     python bench/instructions.py --batched  # the lifecycle through call_many of 100 (group commit)
+    python bench/instructions.py --http     # the lifecycle's requests through the HTTP server's path
 
 Each run's string hashes are seeded alike (PYTHONHASHSEED=0, unless set): a count is then the
 same to a few instructions from run to run (~1,000 apart with random seeds).
@@ -16,10 +17,13 @@ It runs N and N + 1000 lifecycles (enqueue, claim, complete; fsync off) and divi
 difference by the 3,000 calls, so start-up and imports cancel out. `--empty` does the same with
 3 calls of an empty reducer per round (no arguments, no rows, so no commit record).
 `--batched` runs each step of 100 lifecycles as one `call_many` (one batch, one commit, each call
-in a nested transaction: what group commit costs a call). `--subscribers N` runs the lifecycle with N inline subscribers of `SELECT * FROM retry_worker`
-(a table the lifecycle never writes): what live subscriptions cost a call that concerns none of
-them (issue 15: at most 5% more than with nothing subscribed). Every thread's instructions
-count, the subscriptions' own included.
+in a nested transaction: what group commit costs a call). `--subscribers N` runs the lifecycle
+with N inline subscribers of `SELECT * FROM retry_worker` (a table the lifecycle never writes):
+what live subscriptions cost a call that concerns none of them (issue 15: at most 5% more than
+with nothing subscribed). Every thread's instructions count, the subscriptions' own included.
+`--http` runs the lifecycle as seed 000's three requests through `serve`'s protocol and app over
+an in-memory transport (bench/http_drive.py), one at a time: instructions per request, the
+writer thread's included, the kernel's and a load generator's not.
 """
 
 from __future__ import annotations
@@ -111,12 +115,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--empty", action="store_true", help="an empty reducer instead of the retry lifecycle")
     p.add_argument("--subscribers", type=int, default=0, help="live subscribers of a table the lifecycle never writes")
     p.add_argument("--batched", action="store_true", help="the lifecycle through call_many of 100 (group commit)")
+    p.add_argument("--http", action="store_true", help="the lifecycle's requests through the HTTP server's path (bench/http_drive.py)")
     a = p.parse_args(argv)
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 2
-    if sum((a.empty, a.batched, a.subscribers > 0)) > 1:
-        p.error("--empty, --batched and --subscribers are separate measurements")
+    if sum((a.empty, a.batched, a.subscribers > 0, a.http)) > 1:
+        p.error("--empty, --batched, --subscribers and --http are separate measurements")
+    if a.http:
+        # run as a script, so that stdbmod comes from the tree (PYTHONPATH), not from where this runs
+        drive = os.path.join(os.path.dirname(os.path.abspath(__file__)), "http_drive.py")
+        first, second = counted([drive, str(a.base)], a.tree), counted([drive, str(a.base + 1000)], a.tree)
+        print(f"{(second - first) / 3000:,.0f} instructions per request (retry lifecycle over HTTP, one connection, fsync off; {a.tree})")
+        return 0
     program, what = (_EMPTY, "empty reducer") if a.empty else (_LIFECYCLES, "retry lifecycle")
     if a.batched:
         program, what = _BATCHED, "retry lifecycle in call_many batches of 100"

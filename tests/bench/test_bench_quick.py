@@ -90,3 +90,17 @@ def test_commit_cost_prints_a_row_a_batch_size_and_refuses_no_rounds() -> None:
         assert all(x >= 0 for x in us) and abs(us[2] - us[1] / int(size)) <= 1, r.stdout
     refused = run("--rounds", "0")
     assert refused.returncode == 2 and "at least 1" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_http_drive_runs_the_lifecycle_through_the_servers_protocol_and_refuses_none() -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "http_drive.py"), *args],
+            capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+
+    r = run("4")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().splitlines()[-1] == "12 requests answered, 4 jobs completed", r.stdout
+    refused = run("0")
+    assert refused.returncode == 2 and "at least 1" in refused.stderr and "Traceback" not in refused.stderr
