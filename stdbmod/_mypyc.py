@@ -30,7 +30,11 @@ except ImportError:  # pragma: no cover - only without mypy installed
 # everything its worker reducers run after the role check (workers, queues, retention,
 # singletons: its Structs live in retry/tables.py for that), the special value types (Timestamp, Identity: native classes, so a time's
 # arithmetic, comparisons and construction are C calls; -4.2% instructions a lifecycle call), and the subscriptions' check of
-# each commit (runtime/quiet.py), on every call's path while anyone subscribes.
+# each commit (runtime/quiet.py), on every call's path while anyone subscribes. Since the
+# twenty-third round also the HTTP job routes' own modules (render, inputs, routes, routing, the
+# coalescing writer, the token cache, the request metrics, the guarded protocol: -3% instructions
+# a request, `bench/instructions.py --http`); http/context.py stays interpreted (compiled, its
+# connection hooks' async context manager crashed a test, and it saved 0.2%).
 # Left interpreted: modules declaring msgspec Structs (mypyc turns a `Literal` annotation into
 # `type` and drops a Struct's class options: runtime/records.py, types.py), the schema's
 # dataclasses, the `Database` class (settable class attributes), and module code whose reducers
@@ -61,6 +65,14 @@ HOT = (
     "retry/singletons",
     "retry/queues",
     "retry/retention",
+    "http/render",
+    "http/inputs",
+    "http/routes_jobs",
+    "http/routing",
+    "http/coalesce",
+    "http/tokencache",
+    "http/metrics",
+    "http/guard",
 )
 
 PACKAGE = os.path.dirname(os.path.abspath(__file__))

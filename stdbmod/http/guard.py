@@ -39,6 +39,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from .. import codec
+from .._mypyc import mypyc_attr
 from .coalesce import Coalescing
 from .limits import DEFAULT_LIMITS, ConnectionLimits
 
@@ -62,6 +63,7 @@ _waiting: weakref.WeakKeyDictionary[ServerState, dict[GuardedProtocol, None]] = 
 _warned: weakref.WeakKeyDictionary[ServerState, float] = weakref.WeakKeyDictionary()
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # protocol() subclasses it per server
 class GuardedProtocol(HttpToolsProtocol):
     """Use `protocol(limits)`: a subclass that holds the limits."""
 
