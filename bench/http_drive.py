@@ -126,19 +126,24 @@ async def drive(lifecycles: int, data: Path) -> int:
     return completed
 
 
+def run(lifecycles: int) -> int:
+    """`drive` on a fresh database, on uvloop's event loop where `serve` would use it."""
+    loop_run: Any = asyncio.run
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        loop_run = uvloop.run
+    with tempfile.TemporaryDirectory() as d:
+        return int(loop_run(drive(lifecycles, Path(os.path.join(d, "data")))))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("lifecycles", type=int, help="enqueue, claim and complete this many jobs, one request at a time")
     a = p.parse_args(argv)
     if a.lifecycles < 1:
         p.error("LIFECYCLES must be at least 1")
-    run: Any = asyncio.run
-    with contextlib.suppress(ImportError):
-        import uvloop
-
-        run = uvloop.run  # as `serve` runs when uvloop is installed
-    with tempfile.TemporaryDirectory() as d:
-        completed = run(drive(a.lifecycles, Path(os.path.join(d, "data"))))
+    completed = run(a.lifecycles)
     print(f"{3 * a.lifecycles} requests answered, {completed} jobs completed")
     return 0
 

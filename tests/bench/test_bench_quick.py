@@ -104,3 +104,14 @@ def test_http_drive_runs_the_lifecycle_through_the_servers_protocol_and_refuses_
     assert r.stdout.strip().splitlines()[-1] == "12 requests answered, 4 jobs completed", r.stdout
     refused = run("0")
     assert refused.returncode == 2 and "at least 1" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_bytecodes_of_a_request_name_the_event_loops_functions() -> None:
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bytecodes.py"), "--http", "--warmup", "2", "--rounds", "4", "--top", "200"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert re.match(r"[\d,]+ bytecodes and [\d.]+ Python calls per request$", r.stdout.splitlines()[0]), r.stdout
+    # each answer is uvicorn's `send` twice (its head, then its body), whatever else a request runs
+    assert re.search(r"^\s+[\d.]+\s+2\.00  uvicorn/protocols/http/httptools_impl\.py:send$", r.stdout, re.M), r.stdout
