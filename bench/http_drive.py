@@ -32,7 +32,8 @@ from stdbmod.http.serve import _tune_gc, start, uvicorn_config
 
 
 class _Transport(asyncio.Transport):
-    """Keeps what the server writes and settles `answer` once a whole response is there."""
+    """Keeps what the server writes and settles `answer` once a whole response is there. One
+    request at a time never fills a buffer, so uvicorn never pauses or resumes its reading."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -62,15 +63,6 @@ class _Transport(asyncio.Transport):
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}.get(name, default)
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
-        pass
 
 
 class _Job(msgspec.Struct):
