@@ -218,12 +218,15 @@ def test_a_job_whose_lease_was_lost_is_abandoned_without_a_report(world: World, 
     with world.client("worker") as c:
         job = c.enqueue("stuck", max_attempts=3)
     noticed: list[bool] = []
+    started: list[int] = []
 
     def stuck(_: Any) -> str:
+        started.append(current_job().job.attempts)
         noticed.append(current_job().lease_lost.wait(DEADLINE))  # a sync handler may check
         return "too late"
 
     async def stuck_async(_: Any) -> str:
+        started.append(current_job().job.attempts)
         try:
             await asyncio.sleep(DEADLINE)
         except asyncio.CancelledError:
@@ -244,6 +247,10 @@ def test_a_job_whose_lease_was_lost_is_abandoned_without_a_report(world: World, 
     world.expire(30)  # the retry's backoff
     wait_for(lambda: world.task(job.id).status.value == "running", "the claim again")
     assert world.task(job.id).attempts == 2
+    # the claim is committed before its answer reaches the worker: a forced stop in between
+    # cancels the claim's request, and the worker never holds that attempt
+    wait_for(lambda: len(started) == 2, "the worker to start the second attempt")
+    assert started == [1, 2]
     worker.stop()
     worker.stop()  # now: do not wait for the second attempt
     t.join(DEADLINE)
