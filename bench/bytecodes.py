@@ -93,14 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--empty", action="store_true", help="an empty reducer instead of the retry lifecycle")
     p.add_argument("--http", action="store_true", help="a request of the lifecycle over HTTP: the event loop's thread")
     p.add_argument("--rounds", type=int, default=300, help="rounds traced")
-    p.add_argument("--warmup", type=int, default=200, help="rounds run untraced first")
+    p.add_argument("--warmup", type=int, default=200, help="rounds run first and kept out of the count")
     p.add_argument("--top", type=int, default=30, help="functions listed")
     a = p.parse_args(argv)
     if a.http:
         (ops0, entered0), (ops, entered) = _http(a.warmup), _http(a.warmup + a.rounds)
         ops.subtract(ops0)
         entered.subtract(entered0)
-        what = "request"
+        what, calls = "request", 3  # a lifecycle is three requests
     else:
         db, step, calls = _workload(a.empty)
         for i in range(a.warmup):
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             db.close()
         what = "reducer call"
-    n = a.rounds * 3 if a.http else a.rounds * calls
+    n = a.rounds * calls
     print(f"{sum(ops.values()) / n:,.0f} bytecodes and {sum(entered.values()) / n:,.1f} Python calls per {what}")
     for key, count in ops.most_common(a.top):
         print(f"{count / n:8.1f} {entered[key] / n:6.2f}  {key}")

@@ -1,6 +1,6 @@
 """The seed lifecycle over HTTP with no socket: `serve`'s app and protocol (uvicorn's httptools
-protocol with the guard, Starlette, the job routes, the writer thread) driven over an in-memory
-transport, one connection, one request at a time, fsync off.
+protocol with the guard, Starlette, the job routes, the writer thread, the metrics feed) driven
+over an in-memory transport, one connection, one request at a time, fsync off.
 
     python -m bench.http_drive LIFECYCLES
 
@@ -47,7 +47,8 @@ class _Transport(asyncio.Transport):
             return
         head = self.buffer[:head_end].lower()
         at = head.index(b"content-length: ") + len(b"content-length: ")
-        length = int(head[at : head.index(b"\r\n", at)] if b"\r\n" in head[at:] else head[at:])
+        end = head.find(b"\r\n", at)  # none: the head's last line
+        length = int(head[at : end if end >= 0 else None])
         if len(self.buffer) >= head_end + 4 + length:
             if not self.buffer.startswith(b"HTTP/1.1 200"):
                 self.answer.set_exception(RuntimeError(self.buffer[:300].decode(errors="replace")))
