@@ -15,7 +15,6 @@ A task entering dead gets the fingerprint of its error (`died`), the dead-letter
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from itertools import islice
 from typing import Any, Final
 
 import msgspec
@@ -270,9 +269,7 @@ def trim_history(ctx: ReducerContext, cap: int) -> int:
     excess = ctx.db.attempt.count() - cap
     if excess <= 0:
         return 0
-    for row in list(islice(ctx.db.attempt.iter(), excess)):
-        ctx.db.attempt.id.delete(row.id)  # by key: no re-encoding of the row to compare it
-    return excess
+    return ctx.db.attempt.delete_first(excess)  # the lowest ids: the oldest attempts
 
 
 def succeed(ctx: ReducerContext, task: Task, result: Any, worker: str) -> Task:

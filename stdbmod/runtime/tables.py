@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Final, Generic, TypeVar
 
 import msgspec
@@ -225,6 +226,15 @@ class TableHandle(Generic[R]):
         for k in keys:
             self._delete_at(k)
         return len(keys)
+
+    def delete_first(self, count: int) -> int:
+        """Delete the first `count` rows in primary-key order (with an auto_inc key, the
+        oldest); how many went. A capped table's trim: each row is read once, by the scan, and
+        none is decoded into its row type (its index entries need only its column values)."""
+        doomed = list(islice(self._view.txn.scan(self._space), max(count, 0)))
+        for key, raw in doomed:
+            self._view.write_row(self._t, key, raw, None, self._format.values(raw), None)
+        return len(doomed)
 
 class BTreeIndex(Generic[R]):
     """A btree index on one or more columns: filter by value, prefix or range. A sparse or a

@@ -151,12 +151,36 @@ def test_iter_count_clear(db: Database) -> None:
     assert q(db, "result = (db.item.count(), list(db.item.price.filter(Range())))") == (0, [])
 
 
+def test_delete_first_deletes_the_lowest_keys_with_their_index_entries(db: Database) -> None:
+    assert q(db, "result = db.item.delete_first(2)") == 2
+    assert q(db, "result = [r.id for r in db.item.iter()]") == [3, 4, 5]
+    # the unique and btree entries went with the rows: their values are free and unfound
+    assert q(db, "result = (db.item.sku.find('sku0'), [r.id for r in db.item.price.filter(Range(0, 6))])") == (None, [5])
+    assert q(db, "result = db.item.insert(Item(0, 'sku0', ctx.sender, 'x', 4)).id") == 6
+    assert q(db, "result = (db.item.delete_first(0), db.item.delete_first(-1), db.item.count())") == (0, 0, 4)
+    assert q(db, "result = (db.item.delete_first(10), db.item.count())") == (4, 0)
+
+
+def test_delete_first_is_logged_as_deletes_and_rolls_back_with_its_call(db: Database) -> None:
+    from stdbmod.errors import ReducerFailed
+
+    with pytest.raises(ReducerFailed):
+        q(db, "db.item.delete_first(3); raise RuntimeError('no')")
+    assert q(db, "result = db.item.count()") == 5
+    q(db, "db.item.delete_first(1)")
+    record = db.commit_log()[-1]
+    (change,) = [c for c in record.changes if c.table == "item"]
+    assert (len(change.deletes), change.inserts) == (1, [])
+
+
 def test_reads_outside_reducers_are_read_only(db: Database) -> None:
     with db.read() as view:
         assert view.db.item.count() == 5
         assert view.db.item.sku.find("sku4").price == 1
         with pytest.raises(PermissionError):
             view.db.item.insert(Item(0, "x", A, "x", 1))
+        with pytest.raises(PermissionError):
+            view.db.item.delete_first(1)
 
 
 def test_wrong_row_type_is_an_error(db: Database) -> None:
