@@ -14,7 +14,10 @@ Each run's string hashes are seeded alike (PYTHONHASHSEED=0, unless set): a coun
 same to a few instructions from run to run (~1,000 apart with random seeds).
 
 It runs N and N + 1000 lifecycles (enqueue, claim, complete; fsync off) and divides the
-difference by the 3,000 calls, so start-up and imports cancel out. `--empty` does the same with
+difference by the 3,000 calls, so start-up and imports cancel out. N is 1,000 unless `--base` says
+otherwise: the attempt history's default cap, so that each counted completion also trims the
+history, as in a queue that has run a while (before the twenty-fourth round N was 300, and only
+300 of the 1,000 counted lifecycles trimmed: docs/performance.md). `--empty` does the same with
 3 calls of an empty reducer per round (no arguments, no rows, so no commit record).
 `--batched` runs each step of 100 lifecycles as one `call_many` (one batch, one commit, each call
 in a nested transaction: what group commit costs a call). `--subscribers N` runs the lifecycle
@@ -111,7 +114,10 @@ def instructions(tree: str, lifecycles: int, program: str = _LIFECYCLES, subscri
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tree", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), help="checkout whose stdbmod to measure")
-    p.add_argument("--base", type=int, default=300, help="lifecycles of the first run (start-up cost)")
+    p.add_argument(
+        "--base", type=int, default=1000,
+        help="lifecycles of the first run (start-up cost); the default fills the retry history's cap (1,000), so each counted one trims it",
+    )
     p.add_argument("--empty", action="store_true", help="an empty reducer instead of the retry lifecycle")
     p.add_argument("--subscribers", type=int, default=0, help="live subscribers of a table the lifecycle never writes")
     p.add_argument("--batched", action="store_true", help="the lifecycle through call_many of 100 (group commit)")

@@ -69,7 +69,7 @@ _KEYABLE = (int, str, bytes, bool, float, Identity, ConnectionId, Timestamp, Tim
 
 ReducerKind = Literal["reducer", "init", "client_connected", "client_disconnected", "scheduled"]
 LIFECYCLE: tuple[ReducerKind, ...] = ("init", "client_connected", "client_disconnected")
-TABLE_METHODS = frozenset({"insert", "try_insert", "iter", "count", "delete", "update", "clear", "definition"})
+TABLE_METHODS = frozenset({"insert", "try_insert", "iter", "count", "delete", "update", "clear", "delete_first", "definition"})
 
 
 def snake_case(name: str) -> str:
@@ -102,6 +102,25 @@ def _keyable(tp: Any) -> bool:
     if origin is Literal:
         return True
     return isinstance(tp, type) and (issubclass(tp, _KEYABLE) or issubclass(tp, enum.Enum))
+
+
+def _immutable(tp: Any, seen: frozenset[Any] = frozenset()) -> bool:
+    """Whether a value of type `tp` cannot change once built: a keyable scalar, an enum, None, a
+    tuple of such, or a frozen Struct of such (so one decoded row may be shared between calls)."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _immutable(typing.get_args(tp)[0], seen)
+    if origin in (typing.Union, pytypes.UnionType):
+        return all(_immutable(a, seen) for a in typing.get_args(tp))
+    if origin is tuple:
+        return all(a is Ellipsis or _immutable(a, seen) for a in typing.get_args(tp))
+    if tp is type(None) or origin is Literal:
+        return True
+    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+        if tp in seen or not tp.__struct_config__.frozen:
+            return False
+        return all(_immutable(h, seen | {tp}) for h in typing.get_type_hints(tp, include_extras=True).values())
+    return _keyable(tp)
 
 
 def _optional(tp: Any) -> bool:
@@ -200,6 +219,9 @@ class TableDef:
 
     def __post_init__(self) -> None:
         self.row_format = _row_format(self.row_type)
+        # A cached table of rows that cannot change once built (a frozen Struct of immutable
+        # values) hands out one decoded row for as long as its stored bytes stay cached.
+        self.shares_rows = self.cached and _immutable(self.row_type)
         by_name = {c.name: c.position for c in self.columns}
         self.columns_by_name = by_name
         for ix in self.indexes.values():

@@ -132,19 +132,19 @@ class Attempt(msgspec.Struct):
     finished_at: Timestamp
 
 
-class RetryAdmin(msgspec.Struct):
+class RetryAdmin(msgspec.Struct, frozen=True):
     identity: Annotated[Identity, PrimaryKey()]
     added_at: Timestamp
     added_by: Identity
 
 
-class RetryWorker(msgspec.Struct):
+class RetryWorker(msgspec.Struct, frozen=True):
     identity: Annotated[Identity, PrimaryKey()]
     granted_at: Timestamp
     granted_by: Identity
 
 
-class RetrySettings(msgspec.Struct):
+class RetrySettings(msgspec.Struct, frozen=True):
     id: Annotated[int, PrimaryKey()]  # always 0: one row
     history_cap: int
     default_lease_seconds: int
@@ -158,7 +158,7 @@ class AttemptTimer(msgspec.Struct):
     task_id: Annotated[int, Unique()]
 
 
-class LeaseSweep(msgspec.Struct):
+class LeaseSweep(msgspec.Struct, frozen=True):
     """The reaper's one timer, due no later than the earliest lease end. A claim (or a heartbeat
     shortening a lease) moves it earlier; a heartbeat moving that lease later, or a complete,
     leaves it, so it may fire to find nothing expired and re-arm at the next lease end."""
@@ -231,7 +231,7 @@ class Completion(msgspec.Struct, forbid_unknown_fields=True):
 # --- queue control (queues.py) ---------------------------------------------------------------------
 
 
-class RetryQueue(msgspec.Struct):
+class RetryQueue(msgspec.Struct, frozen=True):
     """A queue's controls. None: no such limit."""
 
     queue: Annotated[str, PrimaryKey()]
@@ -267,7 +267,7 @@ class Limits(msgspec.Struct, forbid_unknown_fields=True):
 # --- retention (retention.py) -----------------------------------------------------------------------
 
 
-class RetryRetention(msgspec.Struct):
+class RetryRetention(msgspec.Struct, frozen=True):
     """How long finished tasks of one status are kept (None: no such limit)."""
 
     status: Annotated[TaskStatus, PrimaryKey()]
@@ -276,7 +276,7 @@ class RetryRetention(msgspec.Struct):
     updated_at: Timestamp | None = None
 
 
-class RetentionSweep(msgspec.Struct):
+class RetentionSweep(msgspec.Struct, frozen=True):
     """The pruner's one timer (always id 0)."""
 
     scheduled_id: Annotated[int, PrimaryKey()]
@@ -286,7 +286,8 @@ class RetentionSweep(msgspec.Struct):
 def declare_tables(mod: Module) -> None:
     mod.table(Task, indexes=TASK_INDEXES)
     mod.table(Attempt)
-    # roles and settings: read by nearly every call (roles.py, settings_of), rarely written
+    # roles and settings: read by nearly every call (roles.py, settings_of), rarely written;
+    # their rows are frozen, so a find between their writes decodes nothing (TableDef.shares_rows)
     mod.table(RetryAdmin, cached=True)
     mod.table(RetryWorker, cached=True)
     mod.table(RetrySettings, cached=True)

@@ -84,6 +84,11 @@ class TableHandle(Generic[R]):
         # the reducer changed in place since does not fool it.
         self._last_raw = b""
         self._last_vals: tuple[Any, ...] = ()
+        # With `TableDef.shares_rows`, the last row decoded too: the writer's cache hands back the
+        # same bytes object for a row until it is written, and such a row cannot be changed in
+        # place, so a find of a cached role or setting decodes nothing.
+        self._last_row: Any = None
+        self._shares = table.shares_rows
 
     @property
     def definition(self) -> TableDef:
@@ -91,8 +96,11 @@ class TableHandle(Generic[R]):
         return self._t
 
     def _decode(self, raw: bytes) -> R:
+        if raw is self._last_raw and self._shares:
+            shared: R = self._last_row
+            return shared
         row: R = self._format.decode(raw)
-        self._last_raw, self._last_vals = raw, _astuple(row)
+        self._last_raw, self._last_vals, self._last_row = raw, _astuple(row), row
         return row
 
     def _vals_of(self, raw: bytes) -> tuple[Any, ...]:

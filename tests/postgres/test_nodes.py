@@ -225,14 +225,17 @@ def test_a_nodes_caches_hold_across_its_own_commits_and_not_past_anothers(schema
 
     a, b = node(schema, cached, create=True), node(schema, cached)
     try:
-        assert a.call("put", 1, sender=OWNER) == 1
-        assert a.call("read", sender=OWNER) == 1
-        assert a._core._cache_serial is not None  # trusted for the next batch, if nobody else writes
-        assert b.call("put", 2, sender=OWNER) == 2
-        assert a.call("read", sender=OWNER) == 2  # the other node's write is seen
-        assert b.call("read", sender=OWNER) == 2
-        # the sequence of `seen` (a's reads took 1 and 2, b's 3) read again after b's commit
-        assert a.call("add_then_fail", False, sender=OWNER) == 4
+        # `shared`'s rows are frozen: a node hands out the row it decoded, until another node's
+        # commit empties its cache
+        for t in ("setting", "shared"):
+            assert a.call("put", t, 1, sender=OWNER) == 1
+            assert a.call("read", t, sender=OWNER) == 1
+            assert a._core._cache_serial is not None  # trusted for the next batch, if nobody else writes
+            assert b.call("put", t, 2, sender=OWNER) == 2
+            assert a.call("read", t, sender=OWNER) == 2  # the other node's write is seen
+            assert b.call("read", t, sender=OWNER) == 2
+        # the sequence of `seen` (a's reads took 1 and 2 of each table, b's 3) read again after b's commits
+        assert a.call("add_then_fail", False, sender=OWNER) == 7
     finally:
         a.close()
         b.close()

@@ -9,9 +9,10 @@ from typing import Annotated
 import msgspec
 import pytest
 
-from stdbmod import Database, Module, PrimaryKey, ReducerContext, SenderError
+from stdbmod import At, Database, Every, Module, PrimaryKey, ReducerContext, SenderError
 from stdbmod.codec import msgpack_encoder
 from stdbmod.keys import encode_value
+from stdbmod.retry import create_retry_module
 from stdbmod.runtime import spaces
 from tests.conftest import ALICE
 
@@ -24,51 +25,79 @@ class Setting(msgspec.Struct):
     value: int
 
 
+@m.table(cached=True)
+class Shared(msgspec.Struct, frozen=True):
+    """A frozen row of immutable values: a find hands back the row decoded last time."""
+
+    id: Annotated[int, PrimaryKey()]
+    value: int
+
+
+@m.table(cached=True)
+class Listed(msgspec.Struct, frozen=True):
+    """Frozen, but a list can change in place: never shared."""
+
+    id: Annotated[int, PrimaryKey()]
+    tags: list[str]
+    at: At | Every | None = None
+
+
+ROWS: dict[str, type[Setting] | type[Shared]] = {"setting": Setting, "shared": Shared}
+
+
 @m.table
 class Seen(msgspec.Struct):
     id: Annotated[int, PrimaryKey(auto_inc=True)]
     value: int | None
 
 
-def _value(ctx: ReducerContext) -> int | None:
-    row = ctx.db.setting.id.find(0)
+def _value(ctx: ReducerContext, table: str) -> int | None:
+    row = getattr(ctx.db, table).id.find(0)
     return None if row is None else row.value
 
 
 @m.reducer
-def read(ctx: ReducerContext) -> int | None:
-    value = _value(ctx)
+def read(ctx: ReducerContext, table: str) -> int | None:
+    value = _value(ctx, table)
     ctx.db.seen.insert(Seen(0, value))  # a commit record, so the cache outlives the batch
     return value
 
 
 @m.reducer
-def put(ctx: ReducerContext, value: int, fail: bool = False) -> int | None:
-    if ctx.db.setting.id.find(0) is None:
-        ctx.db.setting.insert(Setting(0, value))
+def row(ctx: ReducerContext, table: str) -> Setting | Shared | None:
+    found: Setting | Shared | None = getattr(ctx.db, table).id.find(0)
+    ctx.db.seen.insert(Seen(0, None))  # as `read`: a commit record, so the cache outlives the batch
+    return found
+
+
+@m.reducer
+def put(ctx: ReducerContext, table: str, value: int, fail: bool = False) -> int | None:
+    handle = getattr(ctx.db, table)
+    if handle.id.find(0) is None:
+        handle.insert(ROWS[table](0, value))
     else:
-        ctx.db.setting.id.update(Setting(0, value))
-    seen = _value(ctx)  # read back after the write: the cache must not keep it past a failure
+        handle.id.update(ROWS[table](0, value))
+    seen = _value(ctx, table)  # read back after the write: the cache must not keep it past a failure
     if fail:
         raise SenderError("no")
     return seen
 
 
 @m.reducer
-def put_in_savepoint(ctx: ReducerContext, value: int) -> tuple[int | None, int | None]:
+def put_in_savepoint(ctx: ReducerContext, table: str, value: int) -> tuple[int | None, int | None]:
     try:
         with ctx.savepoint():
-            ctx.db.setting.id.update(Setting(0, value))
-            inside = _value(ctx)
+            getattr(ctx.db, table).id.update(ROWS[table](0, value))
+            inside = _value(ctx, table)
             raise ValueError("roll back")
     except ValueError:
         pass
-    return inside, _value(ctx)
+    return inside, _value(ctx, table)
 
 
 @m.reducer
-def drop(ctx: ReducerContext) -> None:
-    ctx.db.setting.id.delete(0)
+def drop(ctx: ReducerContext, table: str) -> None:
+    getattr(ctx.db, table).id.delete(0)
 
 
 @pytest.fixture
@@ -76,49 +105,74 @@ def db(make_db: Callable[..., Database]) -> Database:
     return make_db(m)
 
 
-def test_reads_follow_writes_of_other_calls(db: Database) -> None:
-    assert db.call("read", sender=ALICE) is None
-    assert db.call("put", 1, sender=ALICE) == 1
-    assert db.call("read", sender=ALICE) == 1
-    assert db.call("read", sender=ALICE) == 1  # from the cache, still right
-    db.call("drop", sender=ALICE)
-    assert db.call("read", sender=ALICE) is None
+# Every behaviour holds for both kinds of cached table: rows decoded anew on each find
+# (`setting`), and frozen rows handed out again while their bytes stay cached (`shared`).
+@pytest.fixture(params=sorted(ROWS))
+def table(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
 
 
-def test_a_failed_call_leaves_no_trace_in_the_cache(db: Database) -> None:
-    db.call("put", 1, sender=ALICE)
-    assert db.call("read", sender=ALICE) == 1
+def test_only_a_frozen_row_of_immutable_values_is_shared() -> None:
+    assert [m.tables[t].shares_rows for t in ("setting", "shared", "seen", "listed")] == [False, True, False, False]
+    retry = create_retry_module().module.tables
+    cached = ("retry_admin", "retry_worker", "retry_settings", "lease_sweep", "retry_queue", "retry_retention", "retention_sweep")
+    assert [t for t in retry if retry[t].cached] == list(cached) and all(retry[t].shares_rows for t in cached)
+
+
+def test_reads_follow_writes_of_other_calls(db: Database, table: str) -> None:
+    assert db.call("read", table, sender=ALICE) is None
+    assert db.call("put", table, 1, sender=ALICE) == 1
+    assert db.call("read", table, sender=ALICE) == 1
+    assert db.call("read", table, sender=ALICE) == 1  # from the cache, still right
+    db.call("drop", table, sender=ALICE)
+    assert db.call("read", table, sender=ALICE) is None
+
+
+def test_a_shared_row_is_decoded_once_while_its_bytes_stay_cached(db: Database, table: str) -> None:
+    db.call("put", table, 1, sender=ALICE)
+    first, again = db.call("row", table, sender=ALICE), db.call("row", table, sender=ALICE)
+    assert first == again and (first is again) == (table == "shared")
+    db.call("put", table, 2, sender=ALICE)
+    after = db.call("row", table, sender=ALICE)
+    assert after is not first and (after.value, first.value) == (2, 1)
+
+
+def test_a_failed_call_leaves_no_trace_in_the_cache(db: Database, table: str) -> None:
+    db.call("put", table, 1, sender=ALICE)
+    assert db.call("read", table, sender=ALICE) == 1
     with pytest.raises(SenderError):
-        db.call("put", 2, True, sender=ALICE)  # wrote 2 and read it back, then failed
-    assert db.call("read", sender=ALICE) == 1
+        db.call("put", table, 2, True, sender=ALICE)  # wrote 2 and read it back, then failed
+    assert db.call("read", table, sender=ALICE) == 1
     # the same inside a batch: the failing call sits between two reads that share its commit
-    calls = [("read", ()), ("put", (3, True)), ("read", ())]
+    calls = [("read", (table,)), ("put", (table, 3, True)), ("read", (table,))]
     results = db._writer.run_many([db.call_job(r, a, sender=ALICE) for r, a in calls])
     assert results[0].result() == 1 and results[2].result() == 1
     with pytest.raises(SenderError):
         results[1].result()
-    assert db.call("read", sender=ALICE) == 1
+    assert db.call("read", table, sender=ALICE) == 1
 
 
-def test_a_savepoint_rollback_is_seen(db: Database) -> None:
-    db.call("put", 1, sender=ALICE)
-    assert db.call("read", sender=ALICE) == 1
-    assert db.call("put_in_savepoint", 5, sender=ALICE) == (5, 1)
-    assert db.call("read", sender=ALICE) == 1
+def test_a_savepoint_rollback_is_seen(db: Database, table: str) -> None:
+    db.call("put", table, 1, sender=ALICE)
+    assert db.call("read", table, sender=ALICE) == 1
+    assert db.call("put_in_savepoint", table, 5, sender=ALICE) == (5, 1)
+    assert db.call("read", table, sender=ALICE) == 1
 
 
-def test_a_commit_by_another_writer_empties_the_cache(db: Database) -> None:
-    db.call("put", 1, sender=ALICE)
-    assert db.call("read", sender=ALICE) == 1
+def test_a_commit_by_another_writer_empties_the_cache(db: Database, table: str) -> None:
+    db.call("put", table, 1, sender=ALICE)
+    assert db.call("read", table, sender=ALICE) == 1
     # a write transaction that is not one of the writer's batches (another process, a tool)
     txn = db.storage.begin_write()
-    txn.put(spaces.rows("setting"), encode_value(0), msgpack_encoder.encode(Setting(0, 7)))
+    txn.put(spaces.rows(table), encode_value(0), msgpack_encoder.encode(ROWS[table](0, 7)))
     txn.commit()
-    assert db.call("read", sender=ALICE) == 7
+    assert db.call("read", table, sender=ALICE) == 7
 
 
-def test_batches_that_write_and_read_agree_with_the_storage(db: Database) -> None:
-    out = db.call_many([("put", (1,), ALICE), ("read", (), ALICE), ("put", (2,), ALICE), ("read", (), ALICE), ("drop", (), ALICE), ("read", (), ALICE)])
+def test_batches_that_write_and_read_agree_with_the_storage(db: Database, table: str) -> None:
+    t = (table,)
+    out = db.call_many([("put", (*t, 1), ALICE), ("read", t, ALICE), ("put", (*t, 2), ALICE), ("read", t, ALICE), ("drop", t, ALICE), ("read", t, ALICE)])
     assert out == [1, 1, 2, 2, None, None]
     with db.read() as view:
         assert [s.value for s in view.db.seen.iter()] == [1, 2, None]
