@@ -32,9 +32,13 @@ FINISHED = (TaskStatus.COMPLETED, TaskStatus.DEAD)
 DEFAULT_AGE = {TaskStatus.COMPLETED: 7 * 86_400, TaskStatus.DEAD: 30 * 86_400}
 
 
+# a status without a row: its defaults, built once (the rows are frozen values)
+_DEFAULT = {s: RetryRetention(s, DEFAULT_AGE[s], None) for s in FINISHED}
+
+
 def policy_of(db: Any, status: TaskStatus) -> RetryRetention:
     row: RetryRetention | None = db.retry_retention.status.find(status)
-    return row if row is not None else RetryRetention(status, DEFAULT_AGE[status], None)
+    return row if row is not None else _DEFAULT[status]
 
 
 def _arm(ctx: ReducerContext, due: Timestamp) -> None:
@@ -46,13 +50,12 @@ def finished(ctx: ReducerContext, status: TaskStatus) -> None:
     """A task just became `status` (completed or dead): the sweep is due by its age limit, or a
     minute from now when the status has a count limit."""
     policy = policy_of(ctx.db, status)
-    due = []
+    due: Timestamp | None = None if policy.max_count is None else ctx.timestamp + COUNT_CHECK
     if policy.max_age_seconds is not None:
-        due.append(ctx.timestamp + TimeDuration.from_seconds(policy.max_age_seconds))
-    if policy.max_count is not None:
-        due.append(ctx.timestamp + COUNT_CHECK)
-    if due:
-        _arm(ctx, min(due))
+        by_age = ctx.timestamp + TimeDuration.from_seconds(policy.max_age_seconds)
+        due = by_age if due is None or by_age < due else due
+    if due is not None:
+        _arm(ctx, due)
 
 
 def set_policy(ctx: ReducerContext, status: TaskStatus | str, max_age_seconds: int | None, max_count: int | None) -> RetryRetention:
