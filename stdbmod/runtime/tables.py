@@ -230,19 +230,19 @@ class TableHandle(Generic[R]):
         return self._view.count_rows(self._t)
 
     def clear(self) -> int:
-        keys = [k for k, _ in self._view.txn.scan(self._space)]
-        for k in keys:
-            self._delete_at(k)
-        return len(keys)
+        return self._delete_scanned(list(self._view.txn.scan(self._space)))
 
     def delete_first(self, count: int) -> int:
         """Delete the first `count` rows in primary-key order (with an auto_inc key, the
-        oldest); how many went. A capped table's trim: each row is read once, by the scan, and
-        none is decoded into its row type (its index entries need only its column values)."""
-        doomed = list(islice(self._view.txn.scan(self._space), max(count, 0)))
-        for key, raw in doomed:
+        oldest); how many went. A capped table's trim."""
+        return self._delete_scanned(list(islice(self._view.txn.scan(self._space), max(count, 0))))
+
+    def _delete_scanned(self, rows: list[tuple[bytes, bytes]]) -> int:
+        """Delete rows a scan read: each read once, none decoded into its row type (its index
+        entries need only its column values)."""
+        for key, raw in rows:
             self._view.write_row(self._t, key, raw, None, self._format.values(raw), None)
-        return len(doomed)
+        return len(rows)
 
 class BTreeIndex(Generic[R]):
     """A btree index on one or more columns: filter by value, prefix or range. A sparse or a
