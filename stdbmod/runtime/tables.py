@@ -95,32 +95,10 @@ class TableHandle(Generic[R]):
         """The table's declaration (name, columns, indexes)."""
         return self._t
 
-    def _decode(self, raw: bytes) -> R:
-        if raw is self._last_raw and self._shares:
-            shared: R = self._last_row
-            return shared
-        row: R = self._format.decode(raw)
-        self._last_raw, self._last_vals, self._last_row = raw, _astuple(row), row
-        return row
-
-    def _vals_of(self, raw: bytes) -> tuple[Any, ...]:
-        """The column values of a stored row."""
-        if raw == self._last_raw:
-            return self._last_vals
-        return self._format.values(raw)
-
-    def _row_at(self, pk_key: bytes) -> R | None:
-        raw = self._view.get_row(self._t, pk_key)
-        return None if raw is None else self._decode(raw)
-
-    def _check_type(self, row: Any) -> None:
-        if type(row) is not self._row_type:
-            raise WrongType(f"table {self._t.name} holds {self._row_type.__name__} rows, not {type(row).__name__}")
-
     def insert(self, row: R) -> R:
         """Insert `row`; returns it with an auto_inc primary key filled in. A duplicate unique
         value raises UniqueConstraintViolation; an identical row already present is a no-op."""
-        return self._insert(row)
+        return _insert(self, row)
 
     def try_insert(self, row: R) -> R | ConstraintViolation:
         """`insert`, with a broken constraint returned instead of raised (SpacetimeDB's
@@ -128,100 +106,25 @@ class TableHandle(Generic[R]):
         `UniqueConstraintViolation` / `AutoIncOverflow`, which the reducer may handle and go on.
         A failed insert changes nothing (an auto_inc value it took is skipped, as in SpacetimeDB)."""
         try:
-            return self._insert(row)
+            return _insert(self, row)
         except ConstraintViolation as e:
             return e
-
-    def _insert(self, row: R) -> R:
-        t = self._t
-        self._check_type(row)
-        vals = _astuple(row)
-        if t.primary_key is None:
-            return self._insert_whole_row(row, vals)
-        pk = vals[t.pk_position]
-        if t.auto_inc:
-            if pk == 0:
-                pk = self._view.next_sequence(t)  # a read-only view refuses here
-                row = msgspec.structs.replace(row, **{t.primary_key or "": pk})
-                vals = _astuple(row)
-            elif self._view.writable:
-                self._view.bump_sequence(t, pk)  # type: ignore[attr-defined]
-            else:
-                return self._insert_keyed(t, row, vals, pk)  # refused there
-            try:
-                return self._insert_keyed(t, row, vals, pk)
-            except Exception as e:
-                # the value stays taken, as SpacetimeDB's, for a reducer that catches the refusal
-                # and goes on (a call that fails takes this back with the rest; after the
-                # storage's own failure the transaction takes no more writes)
-                if not isinstance(e, (StorageError, StorageFull)):
-                    self._view.key_gone(t, pk)  # type: ignore[attr-defined]
-                raise
-        return self._insert_keyed(t, row, vals, pk)
-
-    def _insert_keyed(self, t: TableDef, row: R, vals: tuple[Any, ...], pk: Any) -> R:
-        pk_key = encode_value(pk)
-        if len(pk_key) > MAX_KEY_SIZE:
-            raise KeyTooLarge(f"{t.name}.{t.primary_key}: the key is too long")
-        new = self._format.encode(vals)
-        if self._unique:  # other unique columns: checked before the write, after the key's read
-            held = self._view.get_row(t, pk_key)
-            if held is None:
-                self._check_unique(vals, None)
-                self._view.write_row(t, pk_key, None, new, None, vals)
-        else:  # the write checks the key: one storage operation, not a read and a write
-            held = self._view.insert_row(t, pk_key, new, vals)
-        if held is not None and not self._format.same(held, new):
-            raise UniqueConstraintViolation(t.name, t.primary_key or "", pk)
-        return row  # written, or an equal row was there: a no-op, as SpacetimeDB's set semantics
-
-    def _insert_whole_row(self, row: R, vals: tuple[Any, ...]) -> R:
-        """Insert into a table without a primary key, where the whole row is its identity."""
-        key = self._t.row_key(vals)
-        if self._view.get_row(self._t, key) is not None:
-            return row  # an equal row is there: a no-op, as SpacetimeDB's set semantics
-        self._check_unique(vals, None)
-        self._view.write_row(self._t, key, None, self._format.encode(vals), None, vals)
-        return row
-
-    def _check_unique(self, vals: tuple[Any, ...], old_vals: tuple[Any, ...] | None) -> None:
-        for ix in self._unique:
-            key = ix.encode(ix.values(vals))
-            if old_vals is not None and key == ix.encode(ix.values(old_vals)):
-                continue
-            if self._view.txn.get(spaces.index(self._t.name, ix.name), key) is not None:
-                raise UniqueConstraintViolation(self._t.name, ix.name, vals[ix.positions[0]])
-
-    def _replace(self, pk_key: bytes, old_raw: bytes, row: R) -> R:
-        """Overwrite the row at pk_key with `row` (same primary key)."""
-        old_vals = self._vals_of(old_raw)
-        vals = _astuple(row)
-        self._check_unique(vals, old_vals)
-        self._view.write_row(self._t, pk_key, old_raw, self._format.encode(vals), old_vals, vals)
-        return row
-
-    def _delete_at(self, pk_key: bytes) -> bool:
-        old = self._view.get_row(self._t, pk_key)
-        if old is None:
-            return False
-        self._view.write_row(self._t, pk_key, old, None, self._vals_of(old), None)
-        return True
 
     def delete(self, row: R) -> bool:
         """Delete the stored row equal to `row` (every column); whether there was one. A row
         with the same primary key and other values elsewhere is left alone (SpacetimeDB)."""
-        self._check_type(row)
+        _check_type(self, row)
         vals = _astuple(row)
         pk_key = self._t.row_key(vals)
         old = self._view.get_row(self._t, pk_key)
         if old is None or not self._format.same(old, self._format.encode(vals)):
             return False
-        self._view.write_row(self._t, pk_key, old, None, self._vals_of(old), None)
+        self._view.write_row(self._t, pk_key, old, None, _vals_of(self, old), None)
         return True
 
     def iter(self) -> Iterator[R]:
         for _, raw in self._view.txn.scan(self._space):
-            yield self._decode(raw)
+            yield _decode(self, raw)
 
     def __iter__(self) -> Iterator[R]:
         return self.iter()
@@ -230,19 +133,134 @@ class TableHandle(Generic[R]):
         return self._view.count_rows(self._t)
 
     def clear(self) -> int:
-        return self._delete_scanned(list(self._view.txn.scan(self._space)))
+        return _delete_scanned(self, list(self._view.txn.scan(self._space)))
 
     def delete_first(self, count: int) -> int:
         """Delete the first `count` rows in primary-key order (with an auto_inc key, the
         oldest); how many went. A capped table's trim."""
-        return self._delete_scanned(list(islice(self._view.txn.scan(self._space), max(count, 0))))
+        return _delete_scanned(self, list(islice(self._view.txn.scan(self._space), max(count, 0))))
 
-    def _delete_scanned(self, rows: list[tuple[bytes, bytes]]) -> int:
-        """Delete rows a scan read: each read once, none decoded into its row type (its index
-        entries need only its column values)."""
-        for key, raw in rows:
-            self._view.write_row(self._t, key, raw, None, self._format.values(raw), None)
-        return len(rows)
+
+# A table handle's own steps are functions, not methods: `ctx.db.<table>` is an interpreted
+# subclass of the native TableHandle (runtime/dbview.py), and mypyc sends such an instance's method
+# calls back through Python (its "shadow vtable"), ~450 instructions a call, ~9 calls a reducer
+# call of the retry module. A module function is a direct C call.
+
+
+def _decode(h: TableHandle[R], raw: bytes) -> R:
+    if raw is h._last_raw and h._shares:
+        shared: R = h._last_row
+        return shared
+    row: R = h._format.decode(raw)
+    h._last_raw, h._last_vals, h._last_row = raw, _astuple(row), row
+    return row
+
+
+def _vals_of(h: TableHandle[Any], raw: bytes) -> tuple[Any, ...]:
+    """The column values of a stored row."""
+    if raw == h._last_raw:
+        return h._last_vals
+    return h._format.values(raw)
+
+
+def _row_at(h: TableHandle[R], pk_key: bytes) -> R | None:
+    raw = h._view.get_row(h._t, pk_key)
+    return None if raw is None else _decode(h, raw)
+
+
+def _check_type(h: TableHandle[Any], row: Any) -> None:
+    if type(row) is not h._row_type:
+        raise WrongType(f"table {h._t.name} holds {h._row_type.__name__} rows, not {type(row).__name__}")
+
+
+def _insert(h: TableHandle[R], row: R) -> R:
+    t = h._t
+    _check_type(h, row)
+    vals = _astuple(row)
+    if t.primary_key is None:
+        return _insert_whole_row(h, row, vals)
+    pk = vals[t.pk_position]
+    if t.auto_inc:
+        if pk == 0:
+            pk = h._view.next_sequence(t)  # a read-only view refuses here
+            row = msgspec.structs.replace(row, **{t.primary_key or "": pk})
+            vals = _astuple(row)
+        elif h._view.writable:
+            h._view.bump_sequence(t, pk)  # type: ignore[attr-defined]
+        else:
+            return _insert_keyed(h, t, row, vals, pk)  # refused there
+        try:
+            return _insert_keyed(h, t, row, vals, pk)
+        except Exception as e:
+            # the value stays taken, as SpacetimeDB's, for a reducer that catches the refusal
+            # and goes on (a call that fails takes this back with the rest; after the
+            # storage's own failure the transaction takes no more writes)
+            if not isinstance(e, (StorageError, StorageFull)):
+                h._view.key_gone(t, pk)  # type: ignore[attr-defined]
+            raise
+    return _insert_keyed(h, t, row, vals, pk)
+
+
+def _insert_keyed(h: TableHandle[R], t: TableDef, row: R, vals: tuple[Any, ...], pk: Any) -> R:
+    pk_key = encode_value(pk)
+    if len(pk_key) > MAX_KEY_SIZE:
+        raise KeyTooLarge(f"{t.name}.{t.primary_key}: the key is too long")
+    new = h._format.encode(vals)
+    if h._unique:  # other unique columns: checked before the write, after the key's read
+        held = h._view.get_row(h._t, pk_key)
+        if held is None:
+            _check_unique(h, vals, None)
+            h._view.write_row(h._t, pk_key, None, new, None, vals)
+    else:  # the write checks the key: one storage operation, not a read and a write
+        held = h._view.insert_row(h._t, pk_key, new, vals)
+    if held is not None and not h._format.same(held, new):
+        raise UniqueConstraintViolation(t.name, t.primary_key or "", pk)
+    return row  # written, or an equal row was there: a no-op, as SpacetimeDB's set semantics
+
+
+def _insert_whole_row(h: TableHandle[R], row: R, vals: tuple[Any, ...]) -> R:
+    """Insert into a table without a primary key, where the whole row is its identity."""
+    key = h._t.row_key(vals)
+    if h._view.get_row(h._t, key) is not None:
+        return row  # an equal row is there: a no-op, as SpacetimeDB's set semantics
+    _check_unique(h, vals, None)
+    h._view.write_row(h._t, key, None, h._format.encode(vals), None, vals)
+    return row
+
+
+def _check_unique(h: TableHandle[Any], vals: tuple[Any, ...], old_vals: tuple[Any, ...] | None) -> None:
+    for ix in h._unique:
+        key = ix.encode(ix.values(vals))
+        if old_vals is not None and key == ix.encode(ix.values(old_vals)):
+            continue
+        if h._view.txn.get(spaces.index(h._t.name, ix.name), key) is not None:
+            raise UniqueConstraintViolation(h._t.name, ix.name, vals[ix.positions[0]])
+
+
+def _replace(h: TableHandle[R], pk_key: bytes, old_raw: bytes, row: R) -> R:
+    """Overwrite the row at pk_key with `row` (same primary key)."""
+    old_vals = _vals_of(h, old_raw)
+    vals = _astuple(row)
+    _check_unique(h, vals, old_vals)
+    h._view.write_row(h._t, pk_key, old_raw, h._format.encode(vals), old_vals, vals)
+    return row
+
+
+def _delete_at(h: TableHandle[Any], pk_key: bytes) -> bool:
+    old = h._view.get_row(h._t, pk_key)
+    if old is None:
+        return False
+    h._view.write_row(h._t, pk_key, old, None, _vals_of(h, old), None)
+    return True
+
+
+def _delete_scanned(h: TableHandle[Any], rows: list[tuple[bytes, bytes]]) -> int:
+    """Delete rows a scan read: each read once, none decoded into its row type (its index
+    entries need only its column values)."""
+    for key, raw in rows:
+        h._view.write_row(h._t, key, raw, None, h._format.values(raw), None)
+    return len(rows)
+
 
 class BTreeIndex(Generic[R]):
     """A btree index on one or more columns: filter by value, prefix or range. A sparse or a
@@ -277,7 +295,7 @@ class BTreeIndex(Generic[R]):
         ix = self._ix
         found: list[tuple[bytes, bytes]] = []
         for pk_key, raw in h._view.txn.scan(spaces.rows(h._t.name)):
-            vals = h._vals_of(raw)
+            vals = _vals_of(h, raw)
             if ix.leaves_out(vals):
                 key = ix.encode(ix.values(vals)) + pk_key
                 if start <= key and (stop is None or key < stop):
@@ -294,10 +312,10 @@ class BTreeIndex(Generic[R]):
         index the spec may add the primary key (or a `Range` of it) after the columns."""
         if self._primary:
             for _, raw in self._h._view.txn.scan(self._space, *key_bounds(spec, 1), reverse):
-                yield self._h._decode(raw)
+                yield _decode(self._h, raw)
             return
         for pk_key in self._pk_keys(spec, reverse):
-            row = self._h._row_at(pk_key)
+            row = _row_at(self._h, pk_key)
             if row is not None:
                 yield row
 
@@ -312,7 +330,7 @@ class BTreeIndex(Generic[R]):
     def delete(self, spec: Any) -> int:
         """Delete every row matching `spec`; how many."""
         keys = list(self._pk_keys(spec, False))
-        return sum(self._h._delete_at(k) for k in keys)
+        return sum(_delete_at(self._h, k) for k in keys)
 
 
 class UniqueColumn(BTreeIndex[R]):
@@ -327,7 +345,7 @@ class UniqueColumn(BTreeIndex[R]):
     def find(self, value: Any) -> R | None:
         """The row with this value, or None."""
         pk_key = self._pk_key_of(value)
-        return None if pk_key is None else self._h._row_at(pk_key)
+        return None if pk_key is None else _row_at(self._h, pk_key)
 
     def contains(self, value: Any) -> bool:
         """Whether a row has this value: `find(value) is not None` without decoding the row (one
@@ -340,21 +358,21 @@ class UniqueColumn(BTreeIndex[R]):
     def update(self, row: R) -> R:
         """Replace the row that has `row`'s value in this column; raises RowNotFound if none."""
         h = self._h
-        h._check_type(row)
+        _check_type(h, row)
         vals = _astuple(row)
         pk_key = self._pk_key_of(vals[self._ix.positions[0]])
         old = None if pk_key is None else h._view.get_row(h._t, pk_key)
         if pk_key is None or old is None:
             raise RowNotFound(f"{h._t.name}: no row with {self._ix.name} = {vals[self._ix.positions[0]]!r} to update")
         if not self._primary and h._t.row_key(vals) != pk_key:  # by the primary key: it is the same
-            h._delete_at(pk_key)
+            _delete_at(h, pk_key)
             return h.insert(row)
-        return h._replace(pk_key, old, row)
+        return _replace(h, pk_key, old, row)
 
     def delete(self, value: Any) -> bool:
         """Delete the row with this value; whether there was one."""
         pk_key = self._pk_key_of(value)
-        return pk_key is not None and self._h._delete_at(pk_key)
+        return pk_key is not None and _delete_at(self._h, pk_key)
 
 
 # --- for the runtime's own jobs (firing schedule rows, replaying changes) --------------------------
@@ -362,9 +380,9 @@ class UniqueColumn(BTreeIndex[R]):
 
 def decode_row(handle: TableHandle[R], raw: bytes) -> R:
     """A stored row of `handle`'s table, remembered so that deleting it decodes nothing again."""
-    return handle._decode(raw)
+    return _decode(handle, raw)
 
 
 def delete_at(handle: TableHandle[Any], pk_key: bytes) -> bool:
     """Delete the row stored under `pk_key`; whether there was one."""
-    return handle._delete_at(pk_key)
+    return _delete_at(handle, pk_key)
