@@ -18,7 +18,7 @@ from . import schedules, spaces
 from .commitlog import CommitRecord, RecordKind, TableChange, next_offset
 from .context import ContextFactory, ReducerContext
 from .tables import decode_row, delete_at
-from .transaction import Transaction
+from .transaction import Transaction, plan_of
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -154,7 +154,7 @@ class ScheduledJob(Job):
             return None
         table, pk_key = schedules.split_row_key(schedules.row_of(self.queue_key))
         handle = contexts.dbview(tx).table(table)
-        raw = tx.get_row(handle.definition, pk_key)
+        raw = tx.get_row(plan_of(handle.definition), pk_key)
         if raw is None:
             self.skip_record = True
             return None

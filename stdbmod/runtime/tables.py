@@ -22,7 +22,7 @@ from ..keys import MAX_KEY_SIZE, encode_key, encode_value, prefix_end
 from ..schema import IndexDef, TableDef
 from ..storage import StorageFull
 from . import spaces
-from .transaction import TxView
+from .transaction import TxView, plan_of
 
 _astuple: Final = msgspec.structs.astuple
 R = TypeVar("R", bound=msgspec.Struct)  # a table's row type
@@ -72,6 +72,7 @@ class TableHandle(Generic[R]):
     def __init__(self, view: TxView, table: TableDef) -> None:
         self._view = view
         self._t = table
+        self._plan = plan_of(table)  # the transaction's own view of the table, for its reads and writes
         self._space = spaces.rows(table.name)
         # what every call reads, held here: a native attribute, where TableDef's (an interpreted
         # class) cost a lookup each
@@ -116,10 +117,10 @@ class TableHandle(Generic[R]):
         _check_type(self, row)
         vals = _astuple(row)
         pk_key = self._t.row_key(vals)
-        old = self._view.get_row(self._t, pk_key)
+        old = self._view.get_row(self._plan, pk_key)
         if old is None or not self._format.same(old, self._format.encode(vals)):
             return False
-        self._view.write_row(self._t, pk_key, old, None, _vals_of(self, old), None)
+        self._view.write_row(self._plan, pk_key, old, None, _vals_of(self, old), None)
         return True
 
     def iter(self) -> Iterator[R]:
@@ -130,7 +131,7 @@ class TableHandle(Generic[R]):
         return self.iter()
 
     def count(self) -> int:
-        return self._view.count_rows(self._t)
+        return self._view.count_rows(self._plan)
 
     def clear(self) -> int:
         return _delete_scanned(self, list(self._view.txn.scan(self._space)))
@@ -164,7 +165,7 @@ def _vals_of(h: TableHandle[Any], raw: bytes) -> tuple[Any, ...]:
 
 
 def _row_at(h: TableHandle[R], pk_key: bytes) -> R | None:
-    raw = h._view.get_row(h._t, pk_key)
+    raw = h._view.get_row(h._plan, pk_key)
     return None if raw is None else _decode(h, raw)
 
 
@@ -207,12 +208,12 @@ def _insert_keyed(h: TableHandle[R], t: TableDef, row: R, vals: tuple[Any, ...],
         raise KeyTooLarge(f"{t.name}.{t.primary_key}: the key is too long")
     new = h._format.encode(vals)
     if h._unique:  # other unique columns: checked before the write, after the key's read
-        held = h._view.get_row(h._t, pk_key)
+        held = h._view.get_row(h._plan, pk_key)
         if held is None:
             _check_unique(h, vals, None)
-            h._view.write_row(h._t, pk_key, None, new, None, vals)
+            h._view.write_row(h._plan, pk_key, None, new, None, vals)
     else:  # the write checks the key: one storage operation, not a read and a write
-        held = h._view.insert_row(h._t, pk_key, new, vals)
+        held = h._view.insert_row(h._plan, pk_key, new, vals)
     if held is not None and not h._format.same(held, new):
         raise UniqueConstraintViolation(t.name, t.primary_key or "", pk)
     return row  # written, or an equal row was there: a no-op, as SpacetimeDB's set semantics
@@ -221,10 +222,10 @@ def _insert_keyed(h: TableHandle[R], t: TableDef, row: R, vals: tuple[Any, ...],
 def _insert_whole_row(h: TableHandle[R], row: R, vals: tuple[Any, ...]) -> R:
     """Insert into a table without a primary key, where the whole row is its identity."""
     key = h._t.row_key(vals)
-    if h._view.get_row(h._t, key) is not None:
+    if h._view.get_row(h._plan, key) is not None:
         return row  # an equal row is there: a no-op, as SpacetimeDB's set semantics
     _check_unique(h, vals, None)
-    h._view.write_row(h._t, key, None, h._format.encode(vals), None, vals)
+    h._view.write_row(h._plan, key, None, h._format.encode(vals), None, vals)
     return row
 
 
@@ -242,15 +243,15 @@ def _replace(h: TableHandle[R], pk_key: bytes, old_raw: bytes, row: R) -> R:
     old_vals = _vals_of(h, old_raw)
     vals = _astuple(row)
     _check_unique(h, vals, old_vals)
-    h._view.write_row(h._t, pk_key, old_raw, h._format.encode(vals), old_vals, vals)
+    h._view.write_row(h._plan, pk_key, old_raw, h._format.encode(vals), old_vals, vals)
     return row
 
 
 def _delete_at(h: TableHandle[Any], pk_key: bytes) -> bool:
-    old = h._view.get_row(h._t, pk_key)
+    old = h._view.get_row(h._plan, pk_key)
     if old is None:
         return False
-    h._view.write_row(h._t, pk_key, old, None, _vals_of(h, old), None)
+    h._view.write_row(h._plan, pk_key, old, None, _vals_of(h, old), None)
     return True
 
 
@@ -258,7 +259,7 @@ def _delete_scanned(h: TableHandle[Any], rows: list[tuple[bytes, bytes]]) -> int
     """Delete rows a scan read: each read once, none decoded into its row type (its index
     entries need only its column values)."""
     for key, raw in rows:
-        h._view.write_row(h._t, key, raw, None, h._format.values(raw), None)
+        h._view.write_row(h._plan, key, raw, None, h._format.values(raw), None)
     return len(rows)
 
 
@@ -353,7 +354,7 @@ class UniqueColumn(BTreeIndex[R]):
         pk_key = self._pk_key_of(value)
         if pk_key is None:
             return False
-        return self._primary is False or self._h._view.get_row(self._h._t, pk_key) is not None
+        return self._primary is False or self._h._view.get_row(self._h._plan, pk_key) is not None
 
     def update(self, row: R) -> R:
         """Replace the row that has `row`'s value in this column; raises RowNotFound if none."""
@@ -361,7 +362,7 @@ class UniqueColumn(BTreeIndex[R]):
         _check_type(h, row)
         vals = _astuple(row)
         pk_key = self._pk_key_of(vals[self._ix.positions[0]])
-        old = None if pk_key is None else h._view.get_row(h._t, pk_key)
+        old = None if pk_key is None else h._view.get_row(h._plan, pk_key)
         if pk_key is None or old is None:
             raise RowNotFound(f"{h._t.name}: no row with {self._ix.name} = {vals[self._ix.positions[0]]!r} to update")
         if not self._primary and h._t.row_key(vals) != pk_key:  # by the primary key: it is the same

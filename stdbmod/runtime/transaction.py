@@ -22,7 +22,7 @@ from . import schedules, spaces
 
 _SEQ_MAX: Final = (1 << 63) - 1
 Row = tuple[Any, ...]  # a row's column values
-# an index, as write_row walks it (_Plan): typed, so the compiled build unpacks it natively
+# an index, as write_row walks it (TablePlan): typed, so the compiled build unpacks it natively
 _Ix = tuple[str, tuple[int, ...], bool, str, Any, int, "frozenset[Any] | None"]
 _fast: Final = FAST_ENCODERS.get
 
@@ -55,13 +55,12 @@ class TxView:
     def txn(self) -> ReadTxn:
         return self._stack[-1]  # type: ignore[no-any-return]
 
-    def get_row(self, table: TableDef, pk_key: bytes) -> bytes | None:
-        plan = _plans.get(id(table)) or _plan(table)
+    def get_row(self, plan: TablePlan, pk_key: bytes) -> bytes | None:
         if plan.cached and self.cache is not None:
             return self._cached_row(plan, self.cache, pk_key)
         return self._stack[-1].get(plan.rows, pk_key)  # type: ignore[no-any-return]
 
-    def _cached_row(self, plan: _Plan, cache: RowCache, pk_key: bytes) -> bytes | None:
+    def _cached_row(self, plan: TablePlan, cache: RowCache, pk_key: bytes) -> bytes | None:
         rows = cache.get(plan.name)
         if rows is None or len(rows) >= _CACHE_ROWS:
             rows = cache[plan.name] = {}
@@ -70,11 +69,10 @@ class TxView:
             raw = rows[pk_key] = self._stack[-1].get(plan.rows, pk_key)
         return raw  # type: ignore[no-any-return]
 
-    def count_rows(self, table: TableDef) -> int:
+    def count_rows(self, plan: TablePlan) -> int:
         """How many rows `table` holds. The writer's cache keeps a count it read (`_COUNTS`),
         and `write_row` keeps it in step, so that a reducer counting a table on every call (the
         retry module's history cap) asks the storage once while the cache holds."""
-        plan = _plans.get(id(table)) or _plan(table)
         cache = self.cache
         if cache is None:
             return self._stack[-1].count(plan.rows)  # type: ignore[no-any-return]
@@ -86,11 +84,11 @@ class TxView:
             known = counts[plan.key] = self._stack[-1].count(plan.rows)
         return known
 
-    def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Row | None, row_new: Row | None) -> None:
-        raise ReadOnlyError(f"table {table.name} is read-only here: writes happen inside reducers")
+    def write_row(self, plan: TablePlan, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Row | None, row_new: Row | None) -> None:
+        raise ReadOnlyError(f"table {plan.name} is read-only here: writes happen inside reducers")
 
-    def insert_row(self, table: TableDef, pk_key: bytes, new: bytes, row_new: Row) -> bytes | None:
-        raise ReadOnlyError(f"table {table.name} is read-only here: writes happen inside reducers")
+    def insert_row(self, plan: TablePlan, pk_key: bytes, new: bytes, row_new: Row) -> bytes | None:
+        raise ReadOnlyError(f"table {plan.name} is read-only here: writes happen inside reducers")
 
     def next_sequence(self, table: TableDef) -> int:
         raise ReadOnlyError(f"table {table.name} is read-only here: writes happen inside reducers")
@@ -127,8 +125,7 @@ class Transaction(TxView):
     def wtxn(self) -> WriteTxn:
         return self._stack[-1]  # type: ignore[no-any-return]
 
-    def get_row(self, table: TableDef, pk_key: bytes) -> bytes | None:
-        plan = _plans.get(id(table)) or _plan(table)
+    def get_row(self, plan: TablePlan, pk_key: bytes) -> bytes | None:
         if plan.cached and self.cache is not None:
             return self._cached_row(plan, self.cache, pk_key)
         seen = self._seen.get(plan.rows)
@@ -141,13 +138,13 @@ class Transaction(TxView):
 
     # --- rows and indexes ----------------------------------------------------------------------
 
-    def insert_row(self, table: TableDef, pk_key: bytes, new: bytes, row_new: Row) -> bytes | None:
+    def insert_row(self, plan: TablePlan, pk_key: bytes, new: bytes, row_new: Row) -> bytes | None:
         """Insert a row at `pk_key` with its index entries, unless a row is there: then nothing
         is written and that row's bytes are returned. One storage operation both checks and
         writes (`WriteTxn.put_new`): an insert's read of its key cost a lifecycle call ~1.5%
         (docs/performance.md). Every index key is made (and its length checked) first, so a
         refused insert writes nothing."""
-        plan = _plans.get(id(table)) or _plan(table)
+        table = plan.table
         if plan.scheduled:
             schedules.check_delay(table, row_new, self.timestamp)  # before any of the write
         entries = _entries(plan, row_new, pk_key)
@@ -161,9 +158,9 @@ class Transaction(TxView):
         self._written(plan, table, txn, pk_key, row_new)
         return None
 
-    def write_row(self, table: TableDef, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Row | None, row_new: Row | None) -> None:
+    def write_row(self, plan: TablePlan, pk_key: bytes, old: bytes | None, new: bytes | None, row_old: Row | None, row_new: Row | None) -> None:
         """Replace the row at `pk_key` (old -> new; None = absent) and keep every index in step."""
-        plan = _plans.get(id(table)) or _plan(table)
+        table = plan.table
         if plan.scheduled and row_new is not None:
             schedules.check_delay(table, row_new, self.timestamp)  # before any of the write
         # Every index key is made (and its length checked) before anything is written or noted,
@@ -230,7 +227,7 @@ class Transaction(TxView):
             txn.put(plan.rows, pk_key, new)
         self._written(plan, table, txn, pk_key, row_new)
 
-    def _changed(self, plan: _Plan, pk_key: bytes, old: bytes | None, new: bytes | None) -> None:
+    def _changed(self, plan: TablePlan, pk_key: bytes, old: bytes | None, new: bytes | None) -> None:
         """Note a row's write: the net change for the commit record, the cache and its counts."""
         if plan.cached and self.cache is not None:
             self.cache.pop(plan.name, None)
@@ -244,7 +241,7 @@ class Transaction(TxView):
                 if known is not None:
                     counts[plan.key] = known + 1 if old is None else known - 1
 
-    def _written(self, plan: _Plan, table: TableDef, txn: WriteTxn, pk_key: bytes, row_new: Row | None) -> None:
+    def _written(self, plan: TablePlan, table: TableDef, txn: WriteTxn, pk_key: bytes, row_new: Row | None) -> None:
         """After a row's write: an event table's rows go before the commit, a schedule is armed."""
         if plan.event and row_new is not None:
             self.event_tables[table.name] = table
@@ -345,7 +342,7 @@ class Transaction(TxView):
         for name, table in sorted(self.event_tables.items()):
             for (tname, pk_key), (_, after) in list(self.changes.items()):
                 if tname == name and after is not None:
-                    self.write_row(table, pk_key, after, None, table.row_format.values(after), None)
+                    self.write_row(plan_of(table), pk_key, after, None, table.row_format.values(after), None)
         self.event_tables.clear()
 
     # --- savepoints ----------------------------------------------------------------------------
@@ -371,7 +368,7 @@ class Transaction(TxView):
             child.commit()
 
 
-class _Plan:
+class TablePlan:
     """What `write_row` needs of a table, made once: the names of its spaces, and per index
     (name, column positions, unique, space, parts, sparse, kept): `parts` takes a row's column
     encodings (a list by column position) to the key's one part, or to its parts in order; `sparse` is
@@ -420,11 +417,15 @@ class _Plan:
         return found
 
 
-_plans: Final[dict[int, _Plan]] = {}  # id(TableDef) -> its plan (TableDefs are not hashable)
+_plans: Final[dict[int, TablePlan]] = {}  # id(TableDef) -> its plan (TableDefs are not hashable)
 
 
-def _plan(table: TableDef) -> _Plan:
-    plan = _plans[id(table)] = _Plan(table)
+def plan_of(table: TableDef) -> TablePlan:
+    """The table's plan, made on first use. A table handle keeps its table's: a lookup here on
+    every row read and write cost a lifecycle call ~1.5% of its instructions."""
+    plan = _plans.get(id(table))
+    if plan is None:
+        plan = _plans[id(table)] = TablePlan(table)
     return plan
 
 
@@ -433,7 +434,7 @@ def _kept(row: tuple[Any, ...], position: int, kept: frozenset[Any] | None) -> b
     return row[position] is not None if kept is None else row[position] in kept
 
 
-def _entries(plan: _Plan, row: tuple[Any, ...], pk_key: bytes) -> list[tuple[str, bytes]]:
+def _entries(plan: TablePlan, row: tuple[Any, ...], pk_key: bytes) -> list[tuple[str, bytes]]:
     """An inserted row's index entries (space, key): every index's, a sparse or partial one's
     only for a value it keeps. Raises KeyTooLarge before anything is written."""
     entries = []
