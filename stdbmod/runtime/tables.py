@@ -175,37 +175,37 @@ def _check_type(h: TableHandle[Any], row: Any) -> None:
 
 
 def _insert(h: TableHandle[R], row: R) -> R:
-    t = h._t
+    plan = h._plan  # native: the table's flags without an interpreted class's attribute reads
     _check_type(h, row)
     vals = _astuple(row)
-    if t.primary_key is None:
+    if plan.pk_position < 0:
         return _insert_whole_row(h, row, vals)
-    pk = vals[t.pk_position]
-    if t.auto_inc:
+    pk = vals[plan.pk_position]
+    if plan.auto_inc:
         if pk == 0:
-            pk = h._view.next_sequence(t)  # a read-only view refuses here
-            row = msgspec.structs.replace(row, **{t.primary_key or "": pk})
+            pk = h._view.next_sequence(plan)  # a read-only view refuses here
+            row = msgspec.structs.replace(row, **{plan.pk_name: pk})
             vals = _astuple(row)
         elif h._view.writable:
-            h._view.bump_sequence(t, pk)  # type: ignore[attr-defined]
+            h._view.bump_sequence(plan, pk)  # type: ignore[attr-defined]
         else:
-            return _insert_keyed(h, t, row, vals, pk)  # refused there
+            return _insert_keyed(h, row, vals, pk)  # refused there
         try:
-            return _insert_keyed(h, t, row, vals, pk)
+            return _insert_keyed(h, row, vals, pk)
         except Exception as e:
             # the value stays taken, as SpacetimeDB's, for a reducer that catches the refusal
             # and goes on (a call that fails takes this back with the rest; after the
             # storage's own failure the transaction takes no more writes)
             if not isinstance(e, (StorageError, StorageFull)):
-                h._view.key_gone(t, pk)  # type: ignore[attr-defined]
+                h._view.key_gone(plan, pk)  # type: ignore[attr-defined]
             raise
-    return _insert_keyed(h, t, row, vals, pk)
+    return _insert_keyed(h, row, vals, pk)
 
 
-def _insert_keyed(h: TableHandle[R], t: TableDef, row: R, vals: tuple[Any, ...], pk: Any) -> R:
+def _insert_keyed(h: TableHandle[R], row: R, vals: tuple[Any, ...], pk: Any) -> R:
     pk_key = encode_value(pk)
     if len(pk_key) > MAX_KEY_SIZE:
-        raise KeyTooLarge(f"{t.name}.{t.primary_key}: the key is too long")
+        raise KeyTooLarge(f"{h._t.name}.{h._t.primary_key}: the key is too long")
     new = h._format.encode(vals)
     if h._unique:  # other unique columns: checked before the write, after the key's read
         held = h._view.get_row(h._plan, pk_key)
@@ -215,7 +215,7 @@ def _insert_keyed(h: TableHandle[R], t: TableDef, row: R, vals: tuple[Any, ...],
     else:  # the write checks the key: one storage operation, not a read and a write
         held = h._view.insert_row(h._plan, pk_key, new, vals)
     if held is not None and not h._format.same(held, new):
-        raise UniqueConstraintViolation(t.name, t.primary_key or "", pk)
+        raise UniqueConstraintViolation(h._t.name, h._t.primary_key or "", pk)
     return row  # written, or an equal row was there: a no-op, as SpacetimeDB's set semantics
 
 

@@ -90,8 +90,8 @@ class TxView:
     def insert_row(self, plan: TablePlan, pk_key: bytes, new: bytes, row_new: Row) -> bytes | None:
         raise ReadOnlyError(f"table {plan.name} is read-only here: writes happen inside reducers")
 
-    def next_sequence(self, table: TableDef) -> int:
-        raise ReadOnlyError(f"table {table.name} is read-only here: writes happen inside reducers")
+    def next_sequence(self, plan: TablePlan) -> int:
+        raise ReadOnlyError(f"table {plan.name} is read-only here: writes happen inside reducers")
 
 
 class Transaction(TxView):
@@ -222,7 +222,7 @@ class Transaction(TxView):
         if new is None:
             txn.delete(plan.rows, pk_key)
             if plan.auto_inc and row_old is not None:
-                self.key_gone(table, row_old[plan.pk_position])
+                self.key_gone(plan, row_old[plan.pk_position])
         else:
             txn.put(plan.rows, pk_key, new)
         self._written(plan, table, txn, pk_key, row_new)
@@ -250,20 +250,20 @@ class Transaction(TxView):
             if due is not None:
                 self.note_armed(due)
 
-    def _sequence(self, table: TableDef) -> int:
+    def _sequence(self, plan: TablePlan) -> int:
         """A sequence's last value: the larger of its stored high-water mark and the table's
         largest key (docs/architecture.md, "Sequences")."""
-        return self._sequence_at(table, table.name.encode(), self._known_sequences())
+        return self._sequence_at(plan, self._known_sequences())
 
-    def _sequence_at(self, table: TableDef, key: bytes, known: dict[bytes, Any] | None) -> int:
+    def _sequence_at(self, plan: TablePlan, known: dict[bytes, Any] | None) -> int:
         """`_sequence`, worked out once while the writer's cache holds: the sequences ride in it
         like a cached table's rows (`_SEQUENCES`, here `known`), so an insert reads nothing from
         the storage when an earlier call of this writer took a value."""
-        got: int | None = None if known is None else known.get(key)
+        got: int | None = None if known is None else known.get(plan.key)
         if got is None:
-            got = self._stored_sequence(table, key)
+            got = self._stored_sequence(plan.table, plan.key)
             if known is not None:
-                known[key] = got
+                known[plan.key] = got
         return got
 
     def _known_sequences(self) -> dict[bytes, Any] | None:
@@ -304,32 +304,30 @@ class Transaction(TxView):
         self.wtxn.put(spaces.SEQUENCES, key, encode_u64(value))
         self._moved(key, value)
 
-    def next_sequence(self, table: TableDef) -> int:
+    def next_sequence(self, plan: TablePlan) -> int:
         """The next value of the table's sequence. Nothing is written: the row inserted under it
         holds it up (its key is the largest)."""
-        name = table.name
-        key = name.encode()
         known = self._known_sequences()
-        value = self._sequence_at(table, key, known) + 1
+        value = self._sequence_at(plan, known) + 1
         if value > SHORT_MAX and value > _SEQ_MAX:  # special.py: the first is a machine compare
-            raise AutoIncOverflow(f"auto_inc sequence of {name} overflowed")
-        self.sequences[name] = value
+            raise AutoIncOverflow(f"auto_inc sequence of {plan.name} overflowed")
+        self.sequences[plan.name] = value
         if known is not None:
-            known[key] = value
+            known[plan.key] = value
         return value
 
-    def bump_sequence(self, table: TableDef, at_least: int) -> None:
+    def bump_sequence(self, plan: TablePlan, at_least: int) -> None:
         """Keep a sequence ahead of an explicitly inserted key, so auto_inc never collides with it."""
-        if self._sequence(table) < at_least:
-            self.sequences[table.name] = at_least
-            self._moved(table.name.encode(), at_least)
+        if self._sequence(plan) < at_least:
+            self.sequences[plan.name] = at_least
+            self._moved(plan.key, at_least)
 
-    def key_gone(self, table: TableDef, pk: Any) -> None:
+    def key_gone(self, plan: TablePlan, pk: Any) -> None:
         """An auto_inc table's key holds no row any more (the row was deleted, or an insert
         that took the key failed): if it held the sequence up (the largest), it becomes the
         stored high-water mark, so the value is never given again."""
-        if isinstance(pk, int) and pk >= self._sequence(table):
-            self.keep_sequence(table.name, pk)
+        if isinstance(pk, int) and pk >= self._sequence(plan):
+            self.keep_sequence(plan.name, pk)
 
     def note_armed(self, due: int) -> None:
         """A schedule row was armed at `due` (micros): the commit wakes the scheduler if earlier."""
@@ -378,7 +376,7 @@ class TablePlan:
     check); `indexes` holds both, for updates."""
 
     __slots__ = (
-        "table", "name", "key", "cached", "auto_inc", "pk_position", "scheduled", "event", "rows", "indexes", "dense", "dense_positions",
+        "table", "name", "key", "cached", "auto_inc", "pk_position", "pk_name", "scheduled", "event", "rows", "indexes", "dense", "dense_positions",
         "sparse", "positions", "updates",
     )  # fmt: skip
 
@@ -388,7 +386,8 @@ class TablePlan:
         self.key = table.name.encode()  # its entry in the writer's cache of counts
         self.cached = table.cached
         self.auto_inc = table.auto_inc
-        self.pk_position = table.pk_position
+        self.pk_position = table.pk_position  # -1: no primary key (a set of whole rows)
+        self.pk_name = table.primary_key or ""
         self.scheduled = table.scheduled is not None
         self.event = table.event
         self.rows = spaces.rows(table.name)
