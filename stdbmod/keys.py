@@ -104,8 +104,25 @@ _IDENTITY_TAG: Final = bytes((_IDENTITY,))
 _CONNECTION_TAG: Final = bytes((_CONNECTION,))
 _BYTES_TAG: Final = bytes((_BYTES,))
 
+# The keys of the strings written most: a table's rows repeat a few queue names, job types and
+# the like in their indexed columns, and a string's key took ~1,300 instructions to make (an
+# encode, a replace, two concatenations) where a dict's lookup of a str (its hash kept) takes
+# ~100. Bounded: emptied when full, so many distinct strings (idempotency keys) cost one insert
+# each, and only short strings are kept (~1 MB at most). Only exact `str` values come here.
+_STR_KEYS: Final[dict[str, bytes]] = {}
+_STR_KEYS_MAX: Final = 4096
+_STR_KEPT_LEN: Final = 64
+
+
 def _str(v: str) -> bytes:
-    return _STR_TAG + _escape(v.encode("utf-8", "surrogatepass"))
+    key = _STR_KEYS.get(v)
+    if key is None:
+        key = _STR_TAG + _escape(v.encode("utf-8", "surrogatepass"))
+        if len(v) <= _STR_KEPT_LEN:
+            if len(_STR_KEYS) >= _STR_KEYS_MAX:
+                _STR_KEYS.clear()
+            _STR_KEYS[v] = key
+    return key
 
 
 def _micros(v: Timestamp | TimeDuration) -> bytes:

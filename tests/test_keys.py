@@ -121,3 +121,38 @@ def test_int_keys_are_value_plus_2_to_63_in_9_bytes(v: int) -> None:
     assert encode_value(v) == b"\x03" + (v + 2**63).to_bytes(9, "big")
     if -(2**63) <= v < 2**63:
         assert encode_value(Timestamp(v)) == encode_value(v)
+
+
+# the stored format of a string: tag 0x05, its UTF-8 (lone surrogates passed) with 0x00 escaped
+# as 0x00 0xFF, then 0x00 0x00; short strings' keys are kept in a bounded dict (keys._STR_KEYS)
+@given(st.text(max_size=80))
+def test_string_keys_are_the_same_made_or_kept(v: str) -> None:
+    fresh = b"\x05" + v.encode("utf-8", "surrogatepass").replace(b"\x00", b"\x00\xff") + b"\x00\x00"
+    assert encode_value(v) == fresh
+    assert encode_value(v) == fresh  # the second time from the dict, if it keeps this one
+
+
+def test_the_string_keys_kept_stay_bounded() -> None:
+    from stdbmod import keys
+
+    keys._STR_KEYS.clear()
+    long = "x" * (keys._STR_KEPT_LEN + 1)
+    encode_value(long)
+    assert long not in keys._STR_KEYS  # a long string is made each time, never kept
+    for i in range(keys._STR_KEYS_MAX + 10):
+        encode_value(f"queue-{i}")
+    assert 0 < len(keys._STR_KEYS) <= keys._STR_KEYS_MAX
+    assert f"queue-{keys._STR_KEYS_MAX + 9}" in keys._STR_KEYS  # the newest are kept
+    assert encode_value("queue-5") == b"\x05queue-5\x00\x00"
+
+
+def test_a_str_subclass_is_not_kept_for_str() -> None:
+    """Only exact str values reach the dict: a subclass is encoded the slow way, to the same bytes."""
+    from stdbmod import keys
+
+    class Name(str):
+        pass
+
+    keys._STR_KEYS.clear()
+    assert encode_value(Name("default")) == encode_value("default") == b"\x05default\x00\x00"
+    assert list(keys._STR_KEYS) == ["default"] and type(next(iter(keys._STR_KEYS))) is str
