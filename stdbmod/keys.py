@@ -59,7 +59,14 @@ def _offset(value: int) -> bytes:
     return _INT_TAG + (value + _INT_OFFSET).to_bytes(_INT_WIDTH, "big")
 
 
+# The keys of small integers, made once: a row's flags, counts and priorities (a claim index
+# holds -priority, mostly 0) are half the integers a retry lifecycle's keys hold.
+_SMALL: Final = tuple(_INT_TAG + (v + _INT_OFFSET).to_bytes(_INT_WIDTH, "big") for v in range(-128, 128))
+
+
 def _int(value: int) -> bytes:
+    if -128 <= value < 128:
+        return _SMALL[value + 128]
     if not (SHORT_MIN <= value <= SHORT_MAX or _INT_MIN <= value <= _INT_MAX):  # special.py
         raise InvalidValue(f"integer {value} is outside the indexable range [-2**63, 2**64)")
     if NATIVE:  # compiled: `_offset` is a direct call

@@ -112,8 +112,9 @@ def test_out_of_range_ints_are_refused() -> None:
 
 
 # the stored format: tag 0x03, then value + 2**63 in 9 bytes big-endian (the short-range path
-# in keys._offset makes the same bytes without the addition); edges of both ranges always tried
-_EDGES = (0, -1, 2**56 - 1, 2**56, -(2**56), -(2**56) - 1, 2**62 - 1, 2**62, -(2**62), -(2**62) - 1, 2**63 - 1, -(2**63), 2**64 - 1)
+# in keys._offset makes the same bytes without the addition, and keys._SMALL holds -128..127's);
+# edges of each range always tried
+_EDGES = (0, -1, 127, 128, -128, -129, 2**56 - 1, 2**56, -(2**56), -(2**56) - 1, 2**62 - 1, 2**62, -(2**62), -(2**62) - 1, 2**63 - 1, -(2**63), 2**64 - 1)
 
 
 @given(st.one_of(ints, st.sampled_from(_EDGES), st.integers(min_value=-(2**62) - 2, max_value=2**62 + 1)))
