@@ -1,7 +1,8 @@
 """Bytes-only transactional key/value storage: the interface and its two backends."""
 
-from .base import ReadTxn, Storage, StorageFull, WriteTxn
+from .base import Storage, StorageFull
 from .lmdb_storage import LmdbStorage
 from .memory import MemoryStorage
+from .txn import ReadTxn, WriteTxn
 
 __all__ = ["ReadTxn", "WriteTxn", "Storage", "StorageFull", "LmdbStorage", "MemoryStorage"]

@@ -15,7 +15,8 @@ import lmdb
 from .._mypyc import mypyc_attr
 from ..errors import DatabaseAlreadyOpen, KeyTooLarge, StorageError, StoragePanic
 from . import private
-from .base import ReadTxn, Storage, StorageFull, WriteTxn
+from .base import Storage, StorageFull
+from .txn import ReadTxn, WriteTxn
 
 _open_lock: Final = threading.Lock()
 _open_envs: Final[set[tuple[int, int]]] = set()
@@ -96,79 +97,100 @@ GROW_WAIT = 60.0  # how long growing the map waits for open read transactions to
 FULL_BELOW: Final = 1 << 20
 
 
+# A snapshot's reads and a write transaction's are one code: these functions. The two classes
+# cannot share them by inheritance, as each derives from its own interface (storage/txn.py), and
+# the compiled build allows one base class.
+
+
+def _get(s: LmdbStorage, txn: Any, space: str, key: bytes) -> bytes | None:
+    db = s._dbs.get(space)
+    if db is None:
+        return None
+    try:
+        value: bytes | None = txn.get(key, None, db)  # positional: py-lmdb parses keywords slowly
+    except lmdb.Error as e:
+        raise _translate(e) from e
+    return value
+
+
+def _scan(s: LmdbStorage, txn: Any, space: str, start: bytes | None, stop: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
+    db = s._dbs.get(space)
+    if db is None:
+        return
+    try:
+        cur = txn.cursor(db)
+    except lmdb.Error as e:
+        raise _translate(e) from e
+    try:
+        if reverse:
+            yield from _scan_reverse(cur, start, stop)
+            return
+        positioned = cur.set_range(start) if start is not None else cur.first()
+        if not positioned:
+            return
+        for key, value in cur:
+            if stop is not None and key >= stop:
+                return
+            yield key, value
+    finally:
+        cur.close()
+
+
+def _scan_reverse(cur: Any, start: bytes | None, stop: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+    if stop is None:
+        ok = cur.last()
+    elif cur.set_range(stop):
+        ok = cur.prev()
+    else:
+        ok = cur.last()
+    while ok:
+        key = cur.key()
+        if start is not None and key < start:
+            return
+        yield key, cur.value()
+        ok = cur.prev()
+
+
+def _last(s: LmdbStorage, txn: Any, space: str) -> tuple[bytes, bytes] | None:
+    db = s._dbs.get(space)
+    if db is None:
+        return None
+    try:
+        with txn.cursor(db) as cur:
+            return cur.item() if cur.last() else None
+    except lmdb.Error as e:
+        raise _translate(e) from e
+
+
+def _count(s: LmdbStorage, txn: Any, space: str) -> int:
+    db = s._dbs.get(space)
+    if db is None:
+        return 0
+    try:  # hot: the retry module counts its history on every finished attempt
+        return int(txn.stat(db)["entries"])
+    except lmdb.Error as e:
+        raise _translate(e) from e
+
+
 class _LmdbRead(ReadTxn):
     def __init__(self, storage: LmdbStorage, txn: Any, gate: _ReadGate | None = None) -> None:
         self._s = storage
         self._txn = txn
-        self._gate = gate  # read transactions only: released when the transaction ends
+        self._gate = gate  # released when the transaction ends
 
     def get(self, space: str, key: bytes) -> bytes | None:
-        db = self._s._dbs.get(space)
-        if db is None:
-            return None
-        try:
-            value: bytes | None = self._txn.get(key, None, db)  # positional: py-lmdb parses keywords slowly
-        except lmdb.Error as e:
-            raise _translate(e) from e
-        return value
+        return _get(self._s, self._txn, space, key)
 
     def scan(
         self, space: str, start: bytes | None = None, stop: bytes | None = None, reverse: bool = False
     ) -> Iterator[tuple[bytes, bytes]]:
-        db = self._s._dbs.get(space)
-        if db is None:
-            return
-        try:
-            cur = self._txn.cursor(db)
-        except lmdb.Error as e:
-            raise _translate(e) from e
-        try:
-            if reverse:
-                yield from self._scan_reverse(cur, start, stop)
-                return
-            positioned = cur.set_range(start) if start is not None else cur.first()
-            if not positioned:
-                return
-            for key, value in cur:
-                if stop is not None and key >= stop:
-                    return
-                yield key, value
-        finally:
-            cur.close()
+        return _scan(self._s, self._txn, space, start, stop, reverse)
 
     def last(self, space: str) -> tuple[bytes, bytes] | None:
-        db = self._s._dbs.get(space)
-        if db is None:
-            return None
-        try:
-            with self._txn.cursor(db) as cur:
-                return cur.item() if cur.last() else None
-        except lmdb.Error as e:
-            raise _translate(e) from e
-
-    @staticmethod
-    def _scan_reverse(cur: Any, start: bytes | None, stop: bytes | None) -> Iterator[tuple[bytes, bytes]]:
-        if stop is None:
-            ok = cur.last()
-        elif cur.set_range(stop):
-            ok = cur.prev()
-        else:
-            ok = cur.last()
-        while ok:
-            key = cur.key()
-            if start is not None and key < start:
-                return
-            yield key, cur.value()
-            ok = cur.prev()
+        return _last(self._s, self._txn, space)
 
     def count(self, space: str) -> int:
-        db = self._s._dbs.get(space)
-        if db is None:
-            return 0
-        try:  # hot: the retry module counts its history on every finished attempt
-            return int(self._txn.stat(db)["entries"])
-        except lmdb.Error as e:
-            raise _translate(e) from e
+        return _count(self._s, self._txn, space)
 
     def close(self) -> None:
         if self._txn is not None:
@@ -186,12 +208,25 @@ class _LmdbSnapshot(_LmdbRead):
             self.close()  # a read transaction dropped without close() must not block growth
 
 
-class _LmdbWrite(_LmdbRead, WriteTxn):
+class _LmdbWrite(WriteTxn):
     def __init__(self, storage: LmdbStorage, txn: Any) -> None:
         self._s = storage
         self._txn = txn
-        self._gate = None
         self._poisoned: str | None = None  # a child's writes could not be undone: never commit
+
+    def get(self, space: str, key: bytes) -> bytes | None:
+        return _get(self._s, self._txn, space, key)
+
+    def scan(
+        self, space: str, start: bytes | None = None, stop: bytes | None = None, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        return _scan(self._s, self._txn, space, start, stop, reverse)
+
+    def last(self, space: str) -> tuple[bytes, bytes] | None:
+        return _last(self._s, self._txn, space)
+
+    def count(self, space: str) -> int:
+        return _count(self._s, self._txn, space)
 
     def _wdb(self, space: str) -> Any:
         db = self._s._dbs.get(space)

@@ -10,7 +10,8 @@ import bisect
 import threading
 from collections.abc import Iterable, Iterator
 
-from .base import ReadTxn, Storage, WriteTxn
+from .base import Storage
+from .txn import ReadTxn, WriteTxn
 
 _Spaces = dict[str, dict[bytes, bytes]]
 

@@ -15,6 +15,7 @@ from stdbmod.keys import encode_value
 from stdbmod.retry import create_retry_module
 from stdbmod.runtime import spaces
 from tests.conftest import ALICE
+from tests.storage.wrapped import WrappedWrite
 
 m = Module("cached")
 
@@ -268,7 +269,7 @@ def test_row_counts_follow_the_writers_inserts_and_deletes_and_skip_what_failed(
     begin_write = db.storage.begin_write
 
     def counting_begin_write() -> object:
-        txn = begin_write()
+        txn = WrappedWrite(begin_write())  # whose count the runtime calls as set here
         count = txn.count
 
         def spy(space: str) -> int:

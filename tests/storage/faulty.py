@@ -8,6 +8,8 @@ from typing import Any
 
 from stdbmod.storage import LmdbStorage, Storage, WriteTxn
 
+from .wrapped import WrappedWrite
+
 
 class FaultyStorage(Storage):
     def __init__(self, inner: LmdbStorage) -> None:
@@ -24,7 +26,7 @@ class FaultyStorage(Storage):
         return self.inner.begin_read()
 
     def begin_write(self) -> WriteTxn:
-        outer = self.inner.begin_write()
+        outer = WrappedWrite(self.inner.begin_write())  # whose commit the runtime calls as set here
         real_commit = outer.commit
 
         def commit() -> None:

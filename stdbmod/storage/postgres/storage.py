@@ -32,7 +32,8 @@ import psycopg.errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ...errors import KeyTooLarge, StorageError, TransientStorageError
-from ..base import ReadTxn, Storage, WriteTxn
+from ..base import Storage
+from ..txn import ReadTxn, WriteTxn
 from .coordination import Leadership, Listener, channel, new_node_id
 from .sql import Statements
 from .writeset import WriteSet, lookup, merged, pending_range
