@@ -26,7 +26,8 @@ except ImportError:  # pragma: no cover - only without mypy installed
 
 # The hot path of a reducer call: its way in (calls), the job, the writer and its batch, the
 # clock, the transaction's reads and writes with index maintenance, key encodings, rows' stored form, the context,
-# the commit log's encoding, the storage's transaction interface (storage/txn.py: calls through it are C calls) and LMDB, schedule rows, the retry module's transitions and
+# the commit log's encoding, the storage's transaction interface (storage/txn.py: calls through
+# it are C calls) and LMDB, schedule rows, the retry module's transitions and
 # everything its worker reducers run after the role check (workers, queues, retention,
 # singletons: its Structs live in retry/tables.py for that), the special value types (Timestamp, Identity: native classes, so a time's
 # arithmetic, comparisons and construction are C calls; -4.2% instructions a lifecycle call), and the subscriptions' check of

@@ -12,10 +12,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from stdbmod import Database
+from stdbmod import Database, TimeDuration
 from stdbmod.http import wire
 from stdbmod.retry import InvalidArgument, NewTask, RetryModule, limits, queries
 from stdbmod.retry.reducers import declare_reducers
+from stdbmod.retry.tables import TaskStatus, UniqueSpec
+from stdbmod.retry.transitions import checked
 from tests.retry.support import ADMIN, WORKER
 
 FIELDS = list(NewTask.__struct_fields__)
@@ -45,6 +47,23 @@ def test_enqueue_takes_the_fields_or_one_new_task(db: Database) -> None:
     assert db.call("submit", NewTask("email"), sender=ADMIN).queue == limits.DEFAULT_QUEUE
     with pytest.raises(InvalidArgument, match="priority must be an integer"):
         db.call("enqueue", NewTask("email", priority=2**40), sender=WORKER)
+
+
+def test_every_enqueue_option_reaches_its_column(db: Database) -> None:
+    """`checked` and `create_or_existing` take a NewTask apart by position
+    (retry/transitions.py): each option, set to a value no other has, lands in its own column."""
+    when = db.clock.now() + TimeDuration.from_seconds(60)
+    spec = NewTask(
+        job_type="email", queue="q", payload={"to": "a"}, max_attempts=3, backoff_seconds=7, run_after=when, priority=2,
+        idempotency_key="k1", max_backoff_seconds=90, backoff_jitter=0.25, partition_key="p1", timeout_seconds=11,
+        unique=UniqueSpec(["job_type", "payload", "queue"], 600, [TaskStatus.QUEUED, TaskStatus.RUNNING, TaskStatus.COMPLETED]),
+    )  # fmt: skip
+    assert checked(spec) == spec  # every value valid: none is changed, none moved
+    task = db.call("enqueue", spec, sender=WORKER)
+    assert (task.job_type, task.queue, task.payload, task.max_attempts, task.backoff_seconds) == ("email", "q", {"to": "a"}, 3, 7)
+    assert (task.run_after, task.priority, task.neg_priority, task.idempotency_key) == (when, 2, -2, "k1")
+    assert (task.max_backoff_seconds, task.backoff_jitter, task.partition_key, task.timeout_seconds) == (90, 0.25, "p1", 11)
+    assert task.unique_key is not None
 
 
 def test_the_http_bounds_are_the_limits() -> None:
