@@ -14,28 +14,26 @@ from stdbmod.examples.bank import bank
 from stdbmod.runtime import commitlog
 from stdbmod.runtime.subscriptions import Update
 from stdbmod.storage import LmdbStorage, ReadTxn, Storage, WriteTxn
+from tests.storage.wrapped import WrappedWrite
 
 OWNER = Identity.from_claims("test", "owner")
 PEOPLE = [Identity.from_claims("test", f"p{i}") for i in range(8)]
 
 
-class _Txn:
-    """The outer write transaction, its commit watched."""
+class _Txn(WrappedWrite):
+    """The outer write transaction, its commit watched (a `WriteTxn`: the runtime takes no other)."""
 
     def __init__(self, inner: WriteTxn, storage: Watched) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._storage = storage
 
     def commit(self) -> None:
-        end = commitlog.next_offset(self._inner)  # what this commit holds, once it returns
+        end = commitlog.next_offset(self.inner)  # what this commit holds, once it returns
         for early in self._storage.before_commit:
             early(end)
-        self._inner.commit()  # LMDB's commit: the write and the fdatasync
+        self.inner.commit()  # LMDB's commit: the write and the fdatasync
         with self._storage.lock:
             self._storage.durable_end = max(self._storage.durable_end, end)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 class Watched(Storage):
@@ -54,7 +52,7 @@ class Watched(Storage):
         return self.inner.begin_read()
 
     def begin_write(self) -> WriteTxn:
-        return _Txn(self.inner.begin_write(), self)  # type: ignore[return-value]
+        return _Txn(self.inner.begin_write(), self)
 
     def grow(self) -> None:
         self.inner.grow()
