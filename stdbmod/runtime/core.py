@@ -81,6 +81,20 @@ class Core:
 
     # --- batches -------------------------------------------------------------------------------
 
+    def _begin(self) -> WriteTxn:
+        """The storage's write transaction. A backend's must derive from `WriteTxn`: compiled,
+        the runtime calls it through that native class, and an object that only looks like one
+        was refused before the batch could abort it, which left LMDB's writer taken and a close
+        waiting on it for good. Refused here in either build, after an abort if it has one."""
+        storage: Any = self.storage  # Any: compiled, a typed result would be checked at the call
+        txn = storage.begin_write()
+        if isinstance(txn, WriteTxn):
+            return txn
+        abort = getattr(txn, "abort", None)
+        if callable(abort):
+            abort()
+        raise StorageError(f"{type(storage).__name__}.begin_write returned a {type(txn).__name__}, not a WriteTxn (stdbmod.storage)")
+
     def run_batch(self, batch: list[tuple[Job, Future[Any]]]) -> None:
         if self.broken is not None:
             for _, fut in batch:
@@ -104,7 +118,7 @@ class Core:
             if timed:
                 self._spent = []
             try:
-                outer = self.storage.begin_write()
+                outer = self._begin()
             except StoragePanic as e:
                 self._panic(e, batch)
                 return
@@ -132,7 +146,7 @@ class Core:
                             # record the failure (log lines, follow-up) in a fresh transaction
                             outer.abort()
                             serial = offset = None  # another process may write in between
-                            outer = self.storage.begin_write()
+                            outer = self._begin()
                             ok, value, record, sched = self._failed(job, outer, failed.error, failed.logs, offset)
                     else:
                         ok, value, record, sched = run_job(job, outer, offset, True)

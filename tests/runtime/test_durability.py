@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from stdbmod import Database, Identity, ManualClock
 from stdbmod.errors import StorageError, StoragePanic
 from stdbmod.examples.bank import bank
-from stdbmod.storage import LmdbStorage
+from stdbmod.storage import LmdbStorage, ReadTxn, Storage, WriteTxn
 from tests.conftest import OWNER
 from tests.storage.faulty import FaultyStorage
 
@@ -82,3 +85,57 @@ def test_acknowledged_writes_survive_reopen(tmp_path: Path) -> None:
     db = Database.open(tmp_path, bank)
     assert db.state_hash() == h
     db.close()
+
+
+class _LooksLikeATxn:
+    """An object that only looks like a write transaction: every attribute the LMDB one's."""
+
+    def __init__(self, inner: WriteTxn) -> None:
+        self.inner = inner
+        self.aborted = False
+
+    def abort(self) -> None:
+        self.aborted = True
+        self.inner.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class _Foreign(Storage):
+    """LMDB, whose write transactions come wrapped in something that is not a WriteTxn."""
+
+    def __init__(self, path: Path) -> None:
+        self.inner = LmdbStorage(str(path))
+        self.handed: list[_LooksLikeATxn] = []
+
+    def ensure_spaces(self, names: Iterable[str]) -> None:
+        self.inner.ensure_spaces(names)
+
+    def begin_read(self) -> ReadTxn:
+        return self.inner.begin_read()
+
+    def begin_write(self) -> WriteTxn:
+        txn = _LooksLikeATxn(self.inner.begin_write())
+        self.handed.append(txn)
+        return txn  # type: ignore[return-value]
+
+    def grow(self) -> None:
+        self.inner.grow()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_write_transaction_that_is_no_write_txn_is_refused_and_aborted(tmp_path: Path) -> None:
+    """In either build: a clear StorageError, and the transaction it was handed aborted, so that
+    LMDB's writer is free again (compiled, such an object was refused where nothing aborted it,
+    and closing the storage then waited for good)."""
+    storage = _Foreign(tmp_path / "db")
+    with pytest.raises(StorageError, match="begin_write returned a _LooksLikeATxn, not a WriteTxn"):
+        Database.create(storage, bank, owner=OWNER, clock=ManualClock())
+    assert storage.handed and all(t.aborted for t in storage.handed)
+    closing = threading.Thread(target=storage.close, daemon=True)
+    closing.start()
+    closing.join(timeout=30)  # a guard against the hang, not a wait for time to pass
+    assert not closing.is_alive()
