@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +11,10 @@ import pytest
 from stdbmod import Database, Identity, ManualClock
 from stdbmod.errors import StorageError, StoragePanic
 from stdbmod.examples.bank import bank
-from stdbmod.storage import LmdbStorage, ReadTxn, Storage, WriteTxn
+from stdbmod.storage import LmdbStorage, WriteTxn
 from tests.conftest import OWNER
 from tests.storage.faulty import FaultyStorage
+from tests.storage.wrapped import WrappedStorage
 
 
 def test_a_call_is_answered_only_after_its_commit(tmp_path: Path) -> None:
@@ -102,29 +102,17 @@ class _LooksLikeATxn:
         return getattr(self.inner, name)
 
 
-class _Foreign(Storage):
+class _Foreign(WrappedStorage):
     """LMDB, whose write transactions come wrapped in something that is not a WriteTxn."""
 
     def __init__(self, path: Path) -> None:
-        self.inner = LmdbStorage(str(path))
+        super().__init__(LmdbStorage(str(path)))
         self.handed: list[_LooksLikeATxn] = []
-
-    def ensure_spaces(self, names: Iterable[str]) -> None:
-        self.inner.ensure_spaces(names)
-
-    def begin_read(self) -> ReadTxn:
-        return self.inner.begin_read()
 
     def begin_write(self) -> WriteTxn:
         txn = _LooksLikeATxn(self.inner.begin_write())
         self.handed.append(txn)
         return txn  # type: ignore[return-value]
-
-    def grow(self) -> None:
-        self.inner.grow()
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def test_a_write_transaction_that_is_no_write_txn_is_refused_and_aborted(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""A write transaction that hands every operation to another: what tests change one method of.
+"""A storage and a write transaction that hand every operation to another: what tests change one
+method of.
 
 The LMDB backend's transactions are native classes in the compiled build, whose runtime calls
 them through their method table: a method set on an instance is not seen there. An interpreted
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from stdbmod.storage import WriteTxn
+from stdbmod.storage import ReadTxn, Storage, WriteTxn
 
 
 class WrappedWrite(WriteTxn):
@@ -61,6 +62,28 @@ class WrappedWrite(WriteTxn):
 
     def abort(self) -> None:
         self.inner.abort()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class WrappedStorage(Storage):
+    """`inner`, operation for operation: a test overrides `begin_write` (and keeps what it needs)."""
+
+    def __init__(self, inner: Storage) -> None:
+        self.inner = inner
+
+    def ensure_spaces(self, names: Iterable[str]) -> None:
+        self.inner.ensure_spaces(names)
+
+    def begin_read(self) -> ReadTxn:
+        return self.inner.begin_read()
+
+    def begin_write(self) -> WriteTxn:
+        return self.inner.begin_write()
+
+    def grow(self) -> None:
+        self.inner.grow()
 
     def close(self) -> None:
         self.inner.close()

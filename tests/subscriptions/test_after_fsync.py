@@ -5,7 +5,7 @@ returned commit made durable. The same check catches a feed that runs before the
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +13,8 @@ from stdbmod import Database, Identity
 from stdbmod.examples.bank import bank
 from stdbmod.runtime import commitlog
 from stdbmod.runtime.subscriptions import Update
-from stdbmod.storage import LmdbStorage, ReadTxn, Storage, WriteTxn
-from tests.storage.wrapped import WrappedWrite
+from stdbmod.storage import LmdbStorage, WriteTxn
+from tests.storage.wrapped import WrappedStorage, WrappedWrite
 
 OWNER = Identity.from_claims("test", "owner")
 PEOPLE = [Identity.from_claims("test", f"p{i}") for i in range(8)]
@@ -36,29 +36,17 @@ class _Txn(WrappedWrite):
             self._storage.durable_end = max(self._storage.durable_end, end)
 
 
-class Watched(Storage):
+class Watched(WrappedStorage):
     """LMDB, with the offset below which every commit record is on disk."""
 
     def __init__(self, path: Path) -> None:
-        self.inner = LmdbStorage(str(path))
+        super().__init__(LmdbStorage(str(path)))
         self.durable_end = 0
         self.lock = threading.Lock()
         self.before_commit: list[Callable[[int], None]] = []
 
-    def ensure_spaces(self, names: Iterable[str]) -> None:
-        self.inner.ensure_spaces(names)
-
-    def begin_read(self) -> ReadTxn:
-        return self.inner.begin_read()
-
     def begin_write(self) -> WriteTxn:
         return _Txn(self.inner.begin_write(), self)
-
-    def grow(self) -> None:
-        self.inner.grow()
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def _run(tmp_path: Path, early: bool) -> tuple[int, list[str]]:
