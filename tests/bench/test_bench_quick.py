@@ -115,3 +115,14 @@ def test_bytecodes_of_a_request_name_the_event_loops_functions() -> None:
     assert re.match(r"[\d,]+ bytecodes and [\d.]+ Python calls per request$", r.stdout.splitlines()[0]), r.stdout
     # each answer is uvicorn's `send` twice (its head, then its body), whatever else a request runs
     assert re.search(r"^\s+[\d.]+\s+2\.00  uvicorn/protocols/http/httptools_impl\.py:send$", r.stdout, re.M), r.stdout
+
+
+def test_server_gil_refuses_without_its_tools_and_bad_arguments(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": str(tmp_path)}  # no wrk on this PATH
+    r = subprocess.run([sys.executable, "-m", "bench.server_gil"], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+    assert r.returncode == 2 and "needs wrk" in r.stderr and "Traceback" not in r.stderr
+    (tmp_path / "wrk").write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "wrk").chmod(0o755)
+    r = subprocess.run([sys.executable, "-m", "bench.server_gil", "--seconds", "0"], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "--seconds" in r.stderr or "needs granian" in r.stderr  # granian is a bench extra: CI's test install lacks it
