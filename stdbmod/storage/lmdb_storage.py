@@ -17,6 +17,7 @@ from ..errors import DatabaseAlreadyOpen, KeyTooLarge, StorageError, StoragePani
 from . import private
 from .base import Storage, StorageFull
 from .txn import ReadTxn, WriteTxn
+from .zero_ahead import ZeroAhead
 
 _open_lock: Final = threading.Lock()
 _open_envs: Final[set[tuple[int, int]]] = set()
@@ -454,6 +455,8 @@ class LmdbStorage(Storage):
             with _open_lock:
                 _open_envs.discard(self._ident)
             raise
+        # durable commits flush no new file size (zero_ahead.py); with fsync off there is no flush
+        self._ahead = ZeroAhead(data_file, int(self._env.stat()["psize"])) if durable and not readonly else None
         self._closed = False
 
     def clear_stale_readers(self) -> int:
@@ -557,7 +560,7 @@ class LmdbStorage(Storage):
             raise StorageError(f"the database at {self.path} was opened read-only")
         for attempt in range(3):
             try:
-                return _LmdbWrite(self, self._env.begin(None, None, True, False))  # db, parent, write, buffers
+                txn = self._env.begin(None, None, True, False)  # db, parent, write, buffers
             except lmdb.MapResizedError as e:
                 # Another process (`stdbmod call` while this one serves) grew the map past ours:
                 # adopt its size and begin again now, rather than fail every write until some
@@ -566,6 +569,14 @@ class LmdbStorage(Storage):
                     raise _translate(e) from e
             except lmdb.Error as e:
                 raise _translate(e) from e
+            else:
+                if self._ahead is not None:
+                    try:
+                        self._ahead.before_write(int(self._env.info()["last_pgno"]))
+                    except BaseException:
+                        txn.abort()
+                        raise
+                return _LmdbWrite(self, txn)
             self._adopt_map_size()
         raise AssertionError("unreachable")
 
