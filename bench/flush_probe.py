@@ -1,0 +1,76 @@
+"""What LMDB's two flushes cost a commit on this disk, by how the data file's end is prepared:
+LMDB's write pattern (page writes, an `fdatasync` of the file, then a one-page write through a
+second descriptor opened O_DSYNC, as its meta page is written) replayed on a scratch file.
+
+    python -m bench.flush_probe                     # 300 commits of 12 pages each way, twice
+    python -m bench.flush_probe --commits 100 --pages 4 --dir /mnt/disk
+
+"grow" appends each commit's pages past the file's end (LMDB without storage/zero_ahead.py),
+"zeros" writes them over zeros written ahead, "fallocate" over preallocated (unwritten) blocks.
+docs/performance.md, "Twenty-seventh round", has this machine's figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+MODES = ("grow", "zeros", "fallocate")
+PAGE = 4096
+
+
+def probe(where: str, mode: str, commits: int, pages: int) -> tuple[float, float]:
+    """Mean seconds of the `fdatasync` and of the O_DSYNC write, a commit."""
+    path = os.path.join(where, f"probe-{mode}.dat")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    meta = os.open(path, os.O_RDWR | os.O_DSYNC)
+    try:
+        size = (commits * pages + 2) * PAGE
+        if mode == "zeros":
+            os.pwrite(fd, bytes(size), 0)
+            os.fsync(fd)
+        elif mode == "fallocate":
+            os.posix_fallocate(fd, 0, size)
+            os.fsync(fd)
+        page = b"x" * PAGE
+        at, sync_s, meta_s = 2 * PAGE, 0.0, 0.0
+        for i in range(commits):
+            for _ in range(pages):
+                os.pwrite(fd, page, at)
+                at += PAGE
+            t0 = time.perf_counter()
+            os.fdatasync(fd)
+            t1 = time.perf_counter()
+            os.pwrite(meta, page, (i % 2) * PAGE)  # the two meta pages, in turn
+            sync_s += t1 - t0
+            meta_s += time.perf_counter() - t1
+        return sync_s / commits, meta_s / commits
+    finally:
+        os.close(fd)
+        os.close(meta)
+        os.unlink(path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--commits", type=int, default=300)
+    ap.add_argument("--pages", type=int, default=12, help="pages a commit writes")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--dir", default=None, help="where the scratch file goes (default: the system temp dir)")
+    a = ap.parse_args(argv)
+    if min(a.commits, a.pages, a.rounds) < 1:
+        ap.error("--commits, --pages and --rounds must be at least 1")
+    if a.dir is not None and not os.path.isdir(a.dir):
+        ap.error(f"--dir {a.dir}: no such directory")
+    with tempfile.TemporaryDirectory(prefix="stdbmod-flush-", dir=a.dir) as d:
+        print("file end | fdatasync a commit | O_DSYNC page write a commit")
+        for _ in range(a.rounds):
+            for mode in MODES:
+                sync_s, meta_s = probe(d, mode, a.commits, a.pages)
+                print(f"{mode} | {sync_s * 1e6:.0f} us | {meta_s * 1e6:.0f} us")
+
+
+if __name__ == "__main__":
+    main()
