@@ -4,7 +4,7 @@ commit a new file size.
 LMDB on Linux never preallocates its data file: a commit whose new pages lie past the end of
 data.mdb grows the file, and that commit's fdatasync must then also put the new size and the new
 blocks through the file system's journal. On ext4 under a virtio disk this made the flush of such
-a commit ~2x slower, and a durable call that adds rows ~15% slower end to end
+a commit ~2x slower, and a durable batch of 14 enqueues take 819 us instead of 538
 (docs/performance.md, "Twenty-seventh round"). So a durable environment keeps at least `LOW_WATER`
 bytes of written zeros past its last page in use, extended a chunk at a time (one write of zeros
 and one flush per chunk) from inside a write transaction: LMDB's writer lock is held, so no other
