@@ -17,6 +17,8 @@ import os
 import tempfile
 import time
 
+from stdbmod.storage.zero_ahead import write_zeros
+
 MODES = ("grow", "zeros", "fallocate")
 PAGE = 4096
 
@@ -29,8 +31,7 @@ def probe(where: str, mode: str, commits: int, pages: int) -> tuple[float, float
     try:
         size = (commits * pages + 2) * PAGE
         if mode == "zeros":
-            os.pwrite(fd, bytes(size), 0)
-            os.fsync(fd)
+            write_zeros(path, 0, size)  # as the storage writes them (storage/zero_ahead.py)
         elif mode == "fallocate":
             os.posix_fallocate(fd, 0, size)
             os.fsync(fd)

@@ -16,6 +16,7 @@ from .._mypyc import mypyc_attr
 from ..errors import DatabaseAlreadyOpen, KeyTooLarge, StorageError, StoragePanic
 from . import private
 from .base import Storage, StorageFull
+from .disk_space import free_bytes
 from .txn import ReadTxn, WriteTxn
 from .zero_ahead import ZeroAhead
 
@@ -590,12 +591,8 @@ class LmdbStorage(Storage):
         return _translate(e)
 
     def _disk_full(self) -> bool:
-        try:
-            st = os.statvfs(self.path)
-        except OSError:
-            return False
-        free = st.f_bfree if os.geteuid() == 0 else st.f_bavail  # root may use the reserved blocks
-        return free * st.f_frsize < FULL_BELOW
+        free = free_bytes(self.path)
+        return free is not None and free < FULL_BELOW
 
     def panicked(self) -> bool:
         """Whether the environment is in MDB_PANIC (every transaction would fail)."""

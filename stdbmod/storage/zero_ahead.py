@@ -24,6 +24,8 @@ from __future__ import annotations
 import os
 from typing import Final
 
+from .disk_space import free_bytes
+
 LOW_WATER: Final = 512 << 10  # fewer zeros than this past the last page in use: extend (more than most transactions write)
 MIN_CHUNK: Final = 2 << 20  # an extension writes at least this much, an eighth of the file up to
 MAX_CHUNK: Final = 8 << 20  # this much: its stall stays a few ms
@@ -60,22 +62,14 @@ class ZeroAhead:
         # Whatever happens next, the next try waits until the pages in use have grown a chunk:
         # a disk too full for the zeros is not asked again on every transaction.
         self.known_end = size + chunk
-        if not _room_for(self.data_file, chunk):
+        free = free_bytes(self.data_file)
+        if free is None or free < chunk + SPARE_AFTER:
             return
         try:
             write_zeros(self.data_file, size, chunk)
         except OSError:
             return
         self.extensions += 1
-
-
-def _room_for(path: str, chunk: int) -> bool:
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return False
-    free = st.f_bfree if os.geteuid() == 0 else st.f_bavail
-    return free * st.f_frsize >= chunk + SPARE_AFTER
 
 
 def write_zeros(path: str, start: int, length: int) -> None:
