@@ -28,6 +28,7 @@ from ..local.tokens import SigningKey
 from ..runtime import Database, Scheduler
 from . import errors, inputs, openapi, routes_jobs, routes_recurring, routes_triage, routes_v1
 from .context import ServerContext
+from .lanes import Lanes
 from .metrics_extras import Extras
 from .render import json_response
 from .routing import Endpoint, build_routes
@@ -113,4 +114,7 @@ def create_app(
     app.state.extras = extras
     app.state.context = ctx  # `serve` ends the log streams when asked to stop (ctx.stop_followers)
     app.state.metrics_app = extras.metrics_app(exception_handlers=handlers)
+    requests = None if extras.metrics is None else extras.metrics.requests
+    # `serve` gives these to its protocol (lanes.py): the job routes' POSTs beside the ASGI app
+    app.state.lanes = Lanes(routes_jobs.ENDPOINTS, ctx, handlers, None if requests is None else requests.observe)
     return app

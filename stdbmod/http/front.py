@@ -70,6 +70,7 @@ def _serve_metrics(app: Starlette, link: WriterClient, directory: str) -> None:
     routes.insert(0, Route("/metrics", scrape, methods=["GET"]))
     app.state.metrics_app = Starlette(routes=[Route("/metrics", open_scrape, methods=["GET"])], exception_handlers=app.exception_handlers)
     app.add_middleware(metrics.middleware(routes))
+    app.state.lanes.observe = metrics.requests.observe  # the job routes' lanes count into the same histogram
 
 
 def serve_front(config: FrontConfig) -> int:
@@ -111,7 +112,8 @@ def serve_front(config: FrontConfig) -> int:
     metrics_sock = None if config.metrics_fd < 0 else socket.socket(fileno=config.metrics_fd)
     host, port = sock.getsockname()[:2]
     uconfig = uvicorn_config(
-        app, host=host, port=port, log_level=config.log_level, access_log=config.access_log, limits=limits, body_limit=config.body_limit
+        app, host=host, port=port, log_level=config.log_level, access_log=config.access_log, limits=limits, body_limit=config.body_limit,
+        lanes=app.state.lanes,
     )
     server = uvicorn.Server(uconfig)
     _end_streams_on_exit(server, app)

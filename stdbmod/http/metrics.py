@@ -143,9 +143,9 @@ class Metrics:
         self.offset = Gauge("stdbmod_commit_log_offset", "The offset of the newest transaction in the commit log (any node's).", registry=r)
         self.offset.set_function(lambda: db().commit_log_end() - 1)
         r.register(_TaskGauges(db, counts))
-        self.http: Histogram | None = None
+        self.requests: RequestHistogram | None = None
         if sockets is not None:
-            self.http = http_histogram(r)
+            self.requests = RequestHistogram(http_histogram(r))
             r.register(_Sockets(sockets))
         self._pairs: set[tuple[str, str]] = set()
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
@@ -212,25 +212,40 @@ class Metrics:
         return generate_latest(self.registry)
 
     def middleware(self, routes: Sequence[BaseRoute]) -> Callable[[ASGIApp], ASGIApp]:
-        http = self.http
-        if http is None:
+        requests = self.requests
+        if requests is None:
             raise ValueError("these metrics serve no HTTP (sockets=None): no request histogram")
 
         def build(app: ASGIApp) -> ASGIApp:
-            return RequestMetrics(app, http, routes)
+            return RequestMetrics(app, requests, routes)
 
         return build
 
 
-class RequestMetrics:
-    """ASGI middleware: one histogram observation per request, labelled with the route's path
-    template (bounded, unlike raw paths), the method and the status."""
+class RequestHistogram:
+    """The request histogram's observations, labelled with the route's path template (bounded,
+    unlike raw paths), the method and the status: the ASGI middleware's (`RequestMetrics`) and
+    the job routes' lanes' (lane.py)."""
 
-    def __init__(self, app: ASGIApp, histogram: Histogram, routes: Sequence[BaseRoute]) -> None:
-        self.app = app
+    def __init__(self, histogram: Histogram) -> None:
         self.histogram = histogram
-        self.paths: dict[Any, str] = {r.endpoint: _CONVERTER.sub(r"{\1}", r.path) for r in routes if isinstance(r, Route)}
         self._children: dict[tuple[str, str, int], Any] = {}
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        key = (route, method, status)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self.histogram.labels(route, method, str(status))
+        child.observe(seconds)
+
+
+class RequestMetrics:
+    """ASGI middleware: one `RequestHistogram` observation per request."""
+
+    def __init__(self, app: ASGIApp, requests: RequestHistogram, routes: Sequence[BaseRoute]) -> None:
+        self.app = app
+        self.requests = requests
+        self.paths: dict[Any, str] = {r.endpoint: _CONVERTER.sub(r"{\1}", r.path) for r in routes if isinstance(r, Route)}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -253,8 +268,4 @@ class RequestMetrics:
     def _observe(self, scope: Scope, status: int, seconds: float) -> None:
         route = self.paths.get(scope.get("endpoint"), "other")
         method = scope["method"] if scope["method"] in METHODS else "other"
-        key = (route, method, status)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = self.histogram.labels(route, method, str(status))
-        child.observe(seconds)
+        self.requests.observe(route, method, status, seconds)

@@ -28,7 +28,7 @@ from starlette.types import ASGIApp
 from starlette.websockets import WebSocket
 
 from ..runtime import Database
-from .metrics import SOCKETS, Metrics, RequestMetrics, http_histogram
+from .metrics import SOCKETS, Metrics, RequestHistogram, RequestMetrics, http_histogram
 from .metrics_feed import Feed
 from .metrics_tasks import Counts
 
@@ -68,11 +68,11 @@ class FrontMetrics:
         if os.environ.get(ENV) != directory:  # prometheus-client read it at import: too late to set it here
             raise RuntimeError(f"an HTTP front's metrics need {ENV}={directory}, set by the writer that starts it")
         registry = CollectorRegistry()  # never collected here: the writer reads the files
-        self.http = http_histogram(registry)
+        self.requests = RequestHistogram(http_histogram(registry))
         self.sockets = Gauge(*SOCKETS, ["endpoint"], registry=registry, multiprocess_mode="livesum")
 
     def middleware(self, routes: Sequence[BaseRoute]) -> Callable[[ASGIApp], ASGIApp]:
-        return lambda app: RequestMetrics(app, self.http, routes)
+        return lambda app: RequestMetrics(app, self.requests, routes)
 
     def counted(self, endpoint: str, serve: Callable[[WebSocket], Awaitable[None]]) -> Callable[[WebSocket], Awaitable[None]]:
         """`serve`, its connections counted in the gauge while they last."""

@@ -30,8 +30,13 @@ class _Quiet(uvicorn.Server):
 
 
 def side_server(app: Any, main: uvicorn.Config) -> uvicorn.Server:
+    http = main.http
+    if not isinstance(http, str):  # the guarded protocol (guard.py), maybe with the job routes' lanes
+        from .laned_protocol import without_lanes
+
+        http = without_lanes(http)
     config = uvicorn.Config(
-        app, lifespan="off", log_level=main.log_level, access_log=False, proxy_headers=False, http=main.http, loop=main.loop,
+        app, lifespan="off", log_level=main.log_level, access_log=False, proxy_headers=False, http=http, loop=main.loop,
         limit_concurrency=MAX_CONNECTIONS, timeout_keep_alive=main.timeout_keep_alive, timeout_graceful_shutdown=5,
     )
     return _Quiet(config)

@@ -38,6 +38,7 @@ from . import inputs
 from . import limits as limits_
 from . import metrics_port as metrics_port_
 from .app import create_app
+from .lanes import Lanes
 from .limits import DEFAULT_LIMITS, ConnectionLimits
 
 log = logging.getLogger("stdbmod.http")
@@ -251,7 +252,9 @@ def serve(
                 lock.release()  # after the writer closed the database
 
     app = create_app(open_database, key=key, body_limit=body_limit, token_ttl=token_ttl, on_panic=on_panic)
-    config = uvicorn_config(app, host=host, port=port, log_level=log_level, access_log=access_log, limits=limits, body_limit=body_limit)
+    config = uvicorn_config(
+        app, host=host, port=port, log_level=log_level, access_log=access_log, limits=limits, body_limit=body_limit, lanes=app.state.lanes
+    )
     server = uvicorn.Server(config)
     _end_streams_on_exit(server, app)
     _tune_gc()
@@ -268,14 +271,17 @@ def serve(
 
 
 def uvicorn_config(
-    app: Any, *, host: str, port: int, log_level: str, access_log: bool, limits: ConnectionLimits, body_limit: int
+    app: Any, *, host: str, port: int, log_level: str, access_log: bool, limits: ConnectionLimits, body_limit: int,
+    lanes: Lanes | None = None,
 ) -> uvicorn.Config:
-    """How `serve` (and each HTTP front of `serve --workers N`: front.py) runs uvicorn."""
+    """How `serve` (and each HTTP front of `serve --workers N`: front.py) runs uvicorn. `lanes`:
+    the job routes' POSTs served by the protocol itself (lanes.py), not with `access_log` (its
+    line is written on the ASGI way)."""
     stack = fast_stack()
     return uvicorn.Config(
         app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=30, access_log=access_log,
         proxy_headers=False,  # nothing here reads the client's address; one ASGI layer less per request
-        http=_protocol(stack, limits), loop=stack.loop,
+        http=_protocol(stack, limits, None if access_log else lanes, body_limit), loop=stack.loop,
         timeout_keep_alive=limits.keep_alive_timeout,
         h11_max_incomplete_event_size=limits.max_head,  # h11 (without httptools) bounds a head by itself: a 400
         ws_max_size=body_limit,  # one WebSocket message at most, as a request body; pings (20 s) find dead peers
@@ -322,16 +328,20 @@ def fast_stack() -> Stack:
     return Stack(http="httptools" if _importable("httptools") else "h11", loop="uvloop" if _importable("uvloop") else "asyncio")
 
 
-def _protocol(stack: Stack, limits: ConnectionLimits) -> Any:
+def _protocol(stack: Stack, limits: ConnectionLimits, lanes: Lanes | None, body_limit: int) -> Any:
     """uvicorn's `http` setting: with httptools, its protocol bounded by `limits` (guard.py,
-    imported only then: it subclasses httptools' protocol). h11 bounds a head's size by itself
-    (`h11_max_incomplete_event_size`, a 400), and has uvicorn's keep-alive timeout, but no
-    head deadline and no connection cap (docs/reliability.md)."""
+    imported only then: it subclasses httptools' protocol), serving `lanes` if given. h11 bounds
+    a head's size by itself (`h11_max_incomplete_event_size`, a 400), and has uvicorn's
+    keep-alive timeout, but no head deadline, no connection cap (docs/reliability.md) and no lanes."""
     if stack.http != "httptools":
         return stack.http
     from .guard import protocol
 
-    return protocol(limits)
+    if lanes is None:
+        return protocol(limits)
+    from .laned_protocol import laned
+
+    return laned(protocol(limits), lanes, body_limit)
 
 
 def _importable(name: str) -> bool:

@@ -229,6 +229,8 @@ def test_metrics_from_a_front_hold_the_writers_series_and_every_fronts_requests(
     assert value(after, count, **ping) - before.get((count, frozenset(ping.items())), 0) == pings
     assert value(after, "stdbmod_websocket_connections", endpoint="subscribe") == 0
     assert value(after, "stdbmod_tasks_enqueued_total", queue="metrics", job_type="scraped") == 1  # the writer's feed
+    enqueued = {"route": JOBS, "method": "POST", "status": "200"}  # answered by a front's lane (lanes.py)
+    assert value(after, count, **enqueued) - before.get((count, frozenset(enqueued.items())), 0) == 1
     assert value(after, "stdbmod_reducer_call_duration_seconds_count", reducer="enqueue", outcome="ok") >= 1
     assert value(after, "process_resident_memory_bytes") > 0  # the writer's process
 
