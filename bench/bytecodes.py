@@ -7,6 +7,7 @@ the Python functions (valgrind sees only the interpreter's C code):
     python bench/bytecodes.py --empty    # a reducer that does nothing
     python bench/bytecodes.py --warmup 1100   # past the history cap of 1,000: the trim shows
     python bench/bytecodes.py --http     # a request of the lifecycle: the event loop's thread
+    python bench/bytecodes.py --http --no-lanes   # the same the ASGI way (no job routes' lanes)
 
 It traces opcode events (`sys.settrace`), so it runs ~50x slower than untraced; the counts are
 exact. Each line: bytecodes per call, Python calls per call, the function.
@@ -78,26 +79,29 @@ def _traced(run: Callable[[], object]) -> tuple[Counter[str], Counter[str]]:
     return ops, entered
 
 
-def _http(lifecycles: int) -> tuple[Counter[str], Counter[str]]:
+def _http(lifecycles: int, lanes: bool) -> tuple[Counter[str], Counter[str]]:
     try:
         from bench import http_drive
     except ImportError:  # run as a script: bench/ itself is on the path, not its parent
         import http_drive  # type: ignore[no-redef]
 
-    http_drive.run(1)  # untraced: what only a first run does (imports, caches) stays out of both counts
-    return _traced(lambda: http_drive.run(lifecycles))
+    http_drive.run(1, lanes)  # untraced: what only a first run does (imports, caches) stays out of both counts
+    return _traced(lambda: http_drive.run(lifecycles, lanes))
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--empty", action="store_true", help="an empty reducer instead of the retry lifecycle")
     p.add_argument("--http", action="store_true", help="a request of the lifecycle over HTTP: the event loop's thread")
+    p.add_argument("--no-lanes", action="store_true", help="with --http: every request the ASGI way, without the job routes' lanes")
     p.add_argument("--rounds", type=int, default=300, help="rounds traced")
     p.add_argument("--warmup", type=int, default=200, help="rounds run first and kept out of the count")
     p.add_argument("--top", type=int, default=30, help="functions listed")
     a = p.parse_args(argv)
+    if a.no_lanes and not a.http:
+        p.error("--no-lanes is a way of --http")
     if a.http:
-        (ops0, entered0), (ops, entered) = _http(a.warmup), _http(a.warmup + a.rounds)
+        (ops0, entered0), (ops, entered) = _http(a.warmup, not a.no_lanes), _http(a.warmup + a.rounds, not a.no_lanes)
         ops.subtract(ops0)
         entered.subtract(entered0)
         what, calls = "request", 3  # a lifecycle is three requests

@@ -79,13 +79,17 @@ class _Done(msgspec.Struct):
     status: str
 
 
-async def drive(lifecycles: int, data: Path) -> int:
-    """Run the lifecycles; the number of jobs whose completion answered `completed`."""
+async def drive(lifecycles: int, data: Path, lanes: bool = True) -> int:
+    """Run the lifecycles; the number of jobs whose completion answered `completed`. `lanes`:
+    the job routes' lanes (serve's default, http/lanes.py), else every request the ASGI way."""
     loaded, key, lock = start(data, None)
     with open(data / "owner.token") as f:
         token = f.read().strip()
     app = create_app(lambda: Database.open(data, loaded.module, durable=False), key=key, metrics=True, dashboard=False)
-    config = uvicorn_config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False, limits=DEFAULT_LIMITS, body_limit=1 << 20)
+    config = uvicorn_config(
+        app, host="127.0.0.1", port=0, log_level="warning", access_log=False, limits=DEFAULT_LIMITS, body_limit=1 << 20,
+        lanes=app.state.lanes if lanes else None,
+    )
     config.load()
     head = f"Host: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n".encode()
     claim_decoder = msgspec.json.Decoder(_Claim)
@@ -119,7 +123,7 @@ async def drive(lifecycles: int, data: Path) -> int:
     return completed
 
 
-def run(lifecycles: int) -> int:
+def run(lifecycles: int, lanes: bool = True) -> int:
     """`drive` on a fresh database, on uvloop's event loop where `serve` would use it."""
     loop_run: Any = asyncio.run
     with contextlib.suppress(ImportError):
@@ -127,16 +131,17 @@ def run(lifecycles: int) -> int:
 
         loop_run = uvloop.run
     with tempfile.TemporaryDirectory() as d:
-        return int(loop_run(drive(lifecycles, Path(os.path.join(d, "data")))))
+        return int(loop_run(drive(lifecycles, Path(os.path.join(d, "data")), lanes)))
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("lifecycles", type=int, help="enqueue, claim and complete this many jobs, one request at a time")
+    p.add_argument("--no-lanes", action="store_true", help="every request the ASGI way, as before the job routes' lanes")
     a = p.parse_args(argv)
     if a.lifecycles < 1:
         p.error("LIFECYCLES must be at least 1")
-    completed = run(a.lifecycles)
+    completed = run(a.lifecycles, not a.no_lanes)
     print(f"{3 * a.lifecycles} requests answered, {completed} jobs completed")
     return 0
 

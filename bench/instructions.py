@@ -9,6 +9,7 @@ count does not, so this is the figure to compare before and after a change to th
     python bench/instructions.py --subscribers 100   # with 100 live subscribers the calls never touch
     python bench/instructions.py --batched  # the lifecycle through call_many of 100 (group commit)
     python bench/instructions.py --http     # the lifecycle's requests through the HTTP server's path
+    python bench/instructions.py --http --no-lanes   # the same without the job routes' lanes (the ASGI way)
 
 Each run's string hashes are seeded alike (PYTHONHASHSEED=0, unless set): a count is then the
 same to a few instructions from run to run (~1,000 apart with random seeds).
@@ -122,17 +123,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--subscribers", type=int, default=0, help="live subscribers of a table the lifecycle never writes")
     p.add_argument("--batched", action="store_true", help="the lifecycle through call_many of 100 (group commit)")
     p.add_argument("--http", action="store_true", help="the lifecycle's requests through the HTTP server's path (bench/http_drive.py)")
+    p.add_argument("--no-lanes", action="store_true", help="with --http: every request the ASGI way, without the job routes' lanes")
     a = p.parse_args(argv)
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 2
     if sum((a.empty, a.batched, a.subscribers > 0, a.http)) > 1:
         p.error("--empty, --batched, --subscribers and --http are separate measurements")
+    if a.no_lanes and not a.http:
+        p.error("--no-lanes is a way of --http")
     if a.http:
         # run as a script, so that stdbmod comes from the tree (PYTHONPATH), not from where this runs
         drive = os.path.join(os.path.dirname(os.path.abspath(__file__)), "http_drive.py")
-        first, second = counted([drive, str(a.base)], a.tree), counted([drive, str(a.base + 1000)], a.tree)
-        print(f"{(second - first) / 3000:,.0f} instructions per request (retry lifecycle over HTTP, one connection, fsync off; {a.tree})")
+        flags = ["--no-lanes"] if a.no_lanes else []
+        first, second = counted([drive, str(a.base), *flags], a.tree), counted([drive, str(a.base + 1000), *flags], a.tree)
+        way = ", the ASGI way" if a.no_lanes else ""
+        print(f"{(second - first) / 3000:,.0f} instructions per request (retry lifecycle over HTTP{way}, one connection, fsync off; {a.tree})")
         return 0
     program, what = (_EMPTY, "empty reducer") if a.empty else (_LIFECYCLES, "retry lifecycle")
     if a.batched:

@@ -75,6 +75,8 @@ HOT = (
     "http/tokencache",
     "http/metrics",
     "http/guard",
+    "http/lanes",
+    "http/laned_protocol",
 )
 
 PACKAGE = os.path.dirname(os.path.abspath(__file__))

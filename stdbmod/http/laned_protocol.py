@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
+from .._mypyc import mypyc_attr
 from .errors import log as http_log
 from .guard import GuardedProtocol
 from .lanes import Lane, Lanes, log
@@ -36,6 +37,7 @@ class _Pending:
         """`message_event.set()`: nothing waits on it."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # laned() subclasses it per server
 class LanedProtocol(GuardedProtocol):
     """The guarded protocol with the job routes' lanes; `laned` makes one for some limits."""
 
@@ -57,7 +59,7 @@ class LanedProtocol(GuardedProtocol):
 
     def _lane(self) -> tuple[Lane, dict[str, Any]] | None:
         parser = self.parser
-        cycle = self.cycle
+        cycle: Any = self.cycle  # a uvicorn cycle or a lane's _Pending (compiled: no cast to either)
         if parser.get_method() != b"POST" or parser.get_http_version() != "1.1" or parser.should_upgrade():
             return None
         if cycle is not None and not cycle.response_complete:  # pipelined: uvicorn queues it in order
@@ -86,14 +88,14 @@ class LanedProtocol(GuardedProtocol):
         return found
 
     def connection_lost(self, exc: Exception | None) -> None:
-        cycle = self.cycle
+        cycle: Any = self.cycle
         if isinstance(cycle, _Pending) and cycle.more_body and not cycle.response_complete:
             # what the ASGI way logs then (errors.on_client_gone); nothing was called
             http_log.warning("client disconnected before sending the whole body: POST %s", self.scope["path"])
         super().connection_lost(exc)
 
     def on_body(self, body: bytes) -> None:
-        cycle = self.cycle
+        cycle: Any = self.cycle
         if isinstance(cycle, _Pending):
             if not cycle.response_complete:
                 cycle.body += body
@@ -101,7 +103,7 @@ class LanedProtocol(GuardedProtocol):
         super().on_body(body)
 
     def on_message_complete(self) -> None:
-        cycle = self.cycle
+        cycle: Any = self.cycle
         if not isinstance(cycle, _Pending):
             super().on_message_complete()
             return

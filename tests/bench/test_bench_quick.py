@@ -99,22 +99,36 @@ def test_http_drive_runs_the_lifecycle_through_the_servers_protocol_and_refuses_
             capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
 
-    r = run("4")
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.strip().splitlines()[-1] == "12 requests answered, 4 jobs completed", r.stdout
+    for way in ((), ("--no-lanes",)):  # serve's default (the job routes' lanes), and the ASGI way
+        r = run("4", *way)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert r.stdout.strip().splitlines()[-1] == "12 requests answered, 4 jobs completed", r.stdout
     refused = run("0")
     assert refused.returncode == 2 and "at least 1" in refused.stderr and "Traceback" not in refused.stderr
 
 
 def test_bytecodes_of_a_request_name_the_event_loops_functions() -> None:
-    r = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "bytecodes.py"), "--http", "--warmup", "2", "--rounds", "4", "--top", "200"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert re.match(r"[\d,]+ bytecodes and [\d.]+ Python calls per request$", r.stdout.splitlines()[0]), r.stdout
-    # each answer is uvicorn's `send` twice (its head, then its body), whatever else a request runs
-    assert re.search(r"^\s+[\d.]+\s+2\.00  uvicorn/protocols/http/httptools_impl\.py:send$", r.stdout, re.M), r.stdout
+    def run(*args: str) -> str:
+        r = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "bytecodes.py"), "--http", "--warmup", "2", "--rounds", "4", "--top", "200", *args],
+            capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert re.match(r"[\d,]+ bytecodes and [\d.]+ Python calls per request$", r.stdout.splitlines()[0]), r.stdout
+        return r.stdout
+
+    send = re.compile(r"^\s+[\d.]+\s+[\d.]+  uvicorn/protocols/http/httptools_impl\.py:send$", re.M)
+    # the ASGI way: each answer is uvicorn's `send` twice (its head, then its body)
+    asgi = run("--no-lanes")
+    assert re.search(r"^\s+[\d.]+\s+2\.00  uvicorn/protocols/http/httptools_impl\.py:send$", asgi, re.M), asgi
+    # serve's default: the job routes' lanes write their answers themselves, and take fewer bytecodes
+    laned = run()
+    assert send.search(laned) is None, laned
+    assert _bytecodes(laned) < _bytecodes(asgi) * 0.7, (laned, asgi)
+
+
+def _bytecodes(out: str) -> float:
+    return float(out.split()[0].replace(",", ""))
 
 
 def test_server_gil_refuses_without_its_tools_and_bad_arguments(tmp_path: Path) -> None:
