@@ -77,6 +77,7 @@ HOT = (
     "http/guard",
     "http/lanes",
     "http/laned_protocol",
+    "http/answers",
 )
 
 PACKAGE = os.path.dirname(os.path.abspath(__file__))

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from _thread import get_ident
 from collections.abc import AsyncIterator
-from concurrent.futures import CancelledError, Future
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -19,9 +17,9 @@ from starlette.requests import Request
 from ..errors import StdbError
 from ..local.tokens import InvalidToken, SigningKey
 from ..runtime import Database
-from ..runtime.calls import pass_on
 from ..types import ConnectionId, Identity
 from . import inputs
+from .answers import answer, has_connection_hooks, result
 from .errors import HttpError
 from .tokencache import VerifiedTokens
 
@@ -93,7 +91,7 @@ class ServerContext:
         """SpacetimeDB runs `client_connected` / `client_disconnected` around each HTTP call. Do
         so only for modules that declare them, so others pay one transaction per call, not three.
         A connection refused by `client_connected` is a 403."""
-        if not _has_connection_hooks(db):
+        if not has_connection_hooks(db):
             yield None
             return
         try:
@@ -108,91 +106,21 @@ class ServerContext:
     async def call(self, db: Database, reducer: str, *args: Any, sender: Identity) -> Any:
         """Call a reducer without blocking the event loop: the request waits on the writer's
         future, so concurrent requests share one commit (group commit)."""
-        if not _has_connection_hooks(db):  # the common case, without the context manager's cost
-            return await _result(db.submit(reducer, *args, sender=sender))
+        if not has_connection_hooks(db):  # the common case, without the context manager's cost
+            return await result(db.submit(reducer, *args, sender=sender))
         async with self.connection(db, sender) as conn:
-            return await _result(db.submit(reducer, *args, sender=sender, connection_id=conn))
+            return await result(db.submit(reducer, *args, sender=sender, connection_id=conn))
 
     async def call_typed(self, db: Database, reducer: str, args: tuple[Any, ...], *, sender: Identity) -> Any:
         """`call` with arguments a wire body decoded into the reducer's own types
         (`Database.submit_typed_to`): the job routes' way, the hot one."""
-        if not _has_connection_hooks(db):
-            return await _answer(db, reducer, args, sender, None)
+        if not has_connection_hooks(db):
+            return await answer(db, reducer, args, sender, None)
         async with self.connection(db, sender) as conn:
-            return await _answer(db, reducer, args, sender, conn)
+            return await answer(db, reducer, args, sender, conn)
 
     async def call_json(self, db: Database, reducer: str, raw: bytes, *, sender: Identity) -> Any:
         async with self.connection(db, sender) as conn:
-            return await _result(db.submit_json(reducer, raw, sender=sender, connection_id=conn))
+            return await result(db.submit_json(reducer, raw, sender=sender, connection_id=conn))
 
 
-def _has_connection_hooks(db: Database) -> bool:
-    hooks = db.module.lifecycle
-    return bool(hooks["client_connected"] or hooks["client_disconnected"])
-
-
-async def _result(done: Future[Any]) -> Any:
-    """Await a writer's future from the event loop (the writes other than the job routes'). Leaner
-    than `asyncio.wrap_future`, which also chains cancellation back to the writer's future (a
-    queued call is never cancelled) and checks both futures' states on every hand-over: here the
-    future, once settled, hands its outcome to an `_Answer`, which wakes the loop once."""
-    if isinstance(done, asyncio.Future):  # an HTTP front's call (front_db.py): settled on this loop
-        return await done
-    loop = asyncio.get_running_loop()
-    waiter: asyncio.Future[Any] = loop.create_future()
-    answer = _Answer(loop, waiter)
-    done.add_done_callback(lambda f: pass_on(f, answer))
-    return await waiter
-
-
-class _Answer:
-    """Where the writer puts an HTTP call's outcome (`Database.submit_typed_to`): handed to the
-    event loop by one callback. A `concurrent.futures.Future` in its place built a condition
-    variable and took its lock at each step from its creation to the waiter's wake-up, on both
-    threads (~10% of the event loop's time and the writer's)."""
-
-    __slots__ = ("_loop", "_thread", "_waiter", "_done")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any]) -> None:
-        self._loop = loop
-        self._thread = get_ident()  # the loop's
-        self._waiter = waiter
-        self._done = False
-
-    def done(self) -> bool:
-        return self._done
-
-    def set_result(self, value: Any) -> None:
-        self._settle(value, None)
-
-    def set_exception(self, error: BaseException) -> None:
-        self._settle(None, error)
-
-    def _settle(self, value: Any, error: BaseException | None) -> None:
-        self._done = True
-        if get_ident() == self._thread:  # settled on the loop itself (an HTTP front's link)
-            _answered(self._waiter, value, error)
-            return
-        try:
-            self._loop.call_soon_threadsafe(_answered, self._waiter, value, error)
-        except RuntimeError:  # the loop closed: a call committed after the server stopped has nobody to answer
-            pass
-
-
-def _answered(waiter: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
-    if waiter.cancelled():  # the request went away; the call itself committed or not regardless
-        return
-    if isinstance(error, CancelledError):  # the writer's future was cancelled (`pass_on`)
-        waiter.cancel()
-        return
-    if error is None:
-        waiter.set_result(value)
-    else:
-        waiter.set_exception(error)
-
-
-async def _answer(db: Database, reducer: str, args: tuple[Any, ...], sender: Identity, conn: ConnectionId | None) -> Any:
-    loop = asyncio.get_running_loop()
-    waiter: asyncio.Future[Any] = loop.create_future()
-    db.submit_typed_to(reducer, args, _Answer(loop, waiter), sender=sender, connection_id=conn)
-    return await waiter

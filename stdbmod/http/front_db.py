@@ -86,7 +86,7 @@ class WriterClient:
     """This front's end of its link to the writer, run by the front's event loop (no thread of
     its own: a reply settles its request's future where the request awaits it). `request` may
     be called from any thread: on the loop it returns an asyncio future (what the app awaits:
-    context.py's `_result`), elsewhere a concurrent one (the blocking callers in the thread
+    answers.py's `result`), elsewhere a concurrent one (the blocking callers in the thread
     pool: connect, disconnect, SQL writes)."""
 
     def __init__(self, sock: socket.socket, on_gone: Callable[[], None] | None = None) -> None:
@@ -116,7 +116,7 @@ class WriterClient:
 
     def request_to(self, make: Callable[[int], frames.Request], outcome: Outcome, job: CallJob | None = None) -> None:
         """`request`, settling the caller's `outcome` when the reply comes (on the loop): the
-        app's own answer object (context.py's `_Answer`) without a future between them."""
+        app's own answer object (answers.py's `Answer`) without a future between them."""
         loop = self._loop
         if loop is None:
             outcome.set_exception(WriterGone("this front's link to the writer is not started"))
@@ -289,7 +289,7 @@ class FrontDatabase(Database):
 
     def _submit(self, job: Job) -> Future[Any]:
         """The call's future: on the event loop an asyncio one, which `ServerContext` awaits
-        as it is (context.py's `_result`); on another thread a concurrent one."""
+        as it is (answers.py's `result`); on another thread a concurrent one."""
         if isinstance(job, CallJob):
             return cast("Future[Any]", self._client().call(job))
         if job.kind == "sql":  # runtime/sql.py's SqlJob: planned and checked here, run there

@@ -103,7 +103,7 @@ def test_awaiting_the_writers_future() -> None:
     import threading
     from concurrent.futures import Future
 
-    from stdbmod.http.context import _result
+    from stdbmod.http.answers import result as _result
 
     async def main() -> None:
         ok: Future[int] = Future()
