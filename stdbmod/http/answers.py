@@ -39,11 +39,11 @@ class Answer:
     variable and took its lock at each step from its creation to the waiter's wake-up, on both
     threads (~10% of the event loop's time and the writer's)."""
 
-    __slots__ = ("_loop", "_thread", "_waiter", "_done")
+    __slots__ = ("_loop", "_loop_thread", "_waiter", "_done")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any]) -> None:
         self._loop = loop
-        self._thread = get_ident()  # the loop's
+        self._loop_thread = get_ident()  # the loop's (an attribute named _thread is a C keyword once compiled)
         self._waiter = waiter
         self._done = False
 
@@ -58,7 +58,7 @@ class Answer:
 
     def _settle(self, value: Any, error: BaseException | None) -> None:
         self._done = True
-        if get_ident() == self._thread:  # settled on the loop itself (an HTTP front's link)
+        if get_ident() == self._loop_thread:  # settled on the loop itself (an HTTP front's link)
             answered(self._waiter, value, error)
             return
         try:
