@@ -121,10 +121,12 @@ def test_bytecodes_of_a_request_name_the_event_loops_functions() -> None:
     # the ASGI way: each answer is uvicorn's `send` twice (its head, then its body)
     asgi = run("--no-lanes")
     assert re.search(r"^\s+[\d.]+\s+2\.00  uvicorn/protocols/http/httptools_impl\.py:send$", asgi, re.M), asgi
-    # serve's default: the job routes' lanes write their answers themselves, and take fewer bytecodes
+    assert "starlette/routing.py:" in asgi, asgi
+    # serve's default: the job routes' lanes write their answers themselves, past Starlette's
+    # router, and take fewer bytecodes (pure Python ~70% of the ASGI way's, compiled ~35%)
     laned = run()
-    assert send.search(laned) is None, laned
-    assert _bytecodes(laned) < _bytecodes(asgi) * 0.7, (laned, asgi)
+    assert send.search(laned) is None and "starlette/routing.py:" not in laned, laned
+    assert _bytecodes(laned) < _bytecodes(asgi) * 0.8, (laned, asgi)
 
 
 def _bytecodes(out: str) -> float:
