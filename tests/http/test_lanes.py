@@ -26,6 +26,7 @@ from stdbmod.http.limits import DEFAULT_LIMITS
 from stdbmod.http.render import json_response
 from stdbmod.http.routes_jobs import PREFIX
 from stdbmod.http.routing import JOB_ID, Endpoint
+from stdbmod.http.serve import fast_stack, uvicorn_config
 
 from ..dashboard.test_metrics import parse, scrape
 from .servers import METRICS_LISTENING, Roles, Server, announced_port, bearer, start_server
@@ -279,6 +280,19 @@ def test_a_client_gone_mid_body_is_logged_as_on_the_asgi_way(caplog: pytest.LogC
         asyncio.run(run())
     assert served.laned == [] and served.asgi == []
     assert "client disconnected before sending the whole body: POST /jobs/9/complete" in caplog.text
+
+
+def test_access_logging_serves_every_request_the_asgi_way() -> None:
+    """`serve --access-log` writes its line on the ASGI way, so it gets the protocol without lanes."""
+    lanes = Lanes([], None, HANDLERS, None)  # type: ignore[arg-type]
+    settings: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "log_level": "warning", "limits": DEFAULT_LIMITS, "body_limit": BODY_LIMIT}
+    logged = uvicorn_config(Served().app, access_log=True, lanes=lanes, **settings).http
+    quiet = uvicorn_config(Served().app, access_log=False, lanes=lanes, **settings).http
+    if fast_stack().http != "httptools":  # h11: uvicorn's own protocol, no guard and no lanes either way
+        assert logged == quiet == "h11"
+        return
+    assert isinstance(quiet, type) and issubclass(quiet, LanedProtocol) and quiet.lanes is lanes
+    assert isinstance(logged, type) and not issubclass(logged, LanedProtocol)
 
 
 def test_a_second_server_beside_the_app_gets_the_protocol_without_lanes() -> None:
