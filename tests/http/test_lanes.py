@@ -6,7 +6,9 @@ suites run the real routes through `serve`, lanes included."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +33,7 @@ from stdbmod.http.serve import fast_stack, uvicorn_config
 from ..dashboard.test_metrics import parse, scrape
 from .servers import METRICS_LISTENING, Roles, Server, announced_port, bearer, start_server
 from .test_coalesce import Recording
+from .test_connection_limits import read_response
 
 BODY_LIMIT = 1000
 HANDLERS: dict[Any, Any] = {
@@ -342,3 +345,24 @@ def test_the_metrics_port_does_not_answer_the_job_routes(server: Server) -> None
     port = announced_port(server.log, lambda: server.proc.poll() is None, METRICS_LISTENING)
     r = httpx.post(f"http://127.0.0.1:{port}{PREFIX}/jobs", json={"job_type": "laned"}, headers=bearer(roles.worker), timeout=30)
     assert r.status_code == 404, r.text
+
+
+def test_pipelined_requests_over_a_real_connection_are_answered_in_order(server: Server) -> None:
+    """Two lanes' requests and an ASGI one sent in one write: three answers, in their order."""
+    roles = Roles.create(server.base, server.owner_token())
+    auth = f"Authorization: Bearer {roles.worker}\r\n".encode()
+
+    def post(path: str, body: bytes) -> bytes:
+        return b"POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+            (PREFIX + path).encode(), auth, len(body), body)
+
+    sent = post("/jobs", b'{"job_type": "piped", "queue": "piped"}') + post("/jobs/claim", b'{"queue": "piped"}')
+    sent += b"GET /v1/ping HTTP/1.1\r\nHost: x\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.sendall(sent)
+        answers = [read_response(s) for _ in range(3)]
+    assert all(a is not None for a in answers), answers
+    (s1, _, b1), (s2, _, b2), (s3, _, _) = answers  # type: ignore[misc]
+    assert (s1, s2, s3) == (200, 200, 200), answers
+    job, claim = json.loads(b1), json.loads(b2)
+    assert job["status"] == "queued" and claim["claimed"] and claim["job"]["id"] == job["id"], answers
