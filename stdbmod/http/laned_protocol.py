@@ -44,7 +44,7 @@ class LanedProtocol(GuardedProtocol):
     lanes: ClassVar[Lanes]
     body_limit: ClassVar[int]
     unlaned: ClassVar[type[GuardedProtocol]]
-    _chosen: tuple[Lane, dict[str, Any]]  # the lane of the request whose body is being read
+    _chosen: Lane  # the lane of the request whose body is being read
 
     def on_headers_complete(self) -> None:
         chosen = self._lane()
@@ -57,7 +57,8 @@ class LanedProtocol(GuardedProtocol):
         self._chosen = chosen
         self.cycle = _Pending(self.parser.should_keep_alive())  # type: ignore[assignment]
 
-    def _lane(self) -> tuple[Lane, dict[str, Any]] | None:
+    def _lane(self) -> Lane | None:
+        """The lane of the request whose head just ended, its scope set for it; None: the ASGI way."""
         parser = self.parser
         cycle: Any = self.cycle  # a uvicorn cycle or a lane's _Pending (compiled: no cast to either)
         if parser.get_method() != b"POST" or parser.get_http_version() != "1.1" or parser.should_upgrade():
@@ -85,7 +86,7 @@ class LanedProtocol(GuardedProtocol):
         scope["raw_path"] = url
         scope["query_string"] = b""
         scope["path_params"] = found[1]  # type: ignore[typeddict-unknown-key]
-        return found
+        return found[0]
 
     def connection_lost(self, exc: Exception | None) -> None:
         cycle: Any = self.cycle
@@ -115,8 +116,7 @@ class LanedProtocol(GuardedProtocol):
         task.add_done_callback(self.tasks.discard)
         self.tasks.add(task)
 
-    async def _serve(self, cycle: _Pending, scope: Any, chosen: tuple[Lane, dict[str, Any]], started: float) -> None:
-        lane = chosen[0]
+    async def _serve(self, cycle: _Pending, scope: Any, lane: Lane, started: float) -> None:
         request = Request(scope, _Body(bytes(cycle.body)))
         status = 500
         try:
@@ -179,4 +179,3 @@ def without_lanes(http: Any) -> Any:
     if isinstance(http, type) and issubclass(http, LanedProtocol):
         return http.unlaned
     return http
-

@@ -103,5 +103,3 @@ class Lanes:
 def _unexpected(handler: ErrorHandler, handlers: dict[Any, ErrorHandler]) -> bool:
     """Whether `handler` is the app's catch-all (Exception's, a 500): its traceback is logged."""
     return handlers.get(Exception) is handler
-
-

@@ -225,7 +225,7 @@ class Metrics:
 class RequestHistogram:
     """The request histogram's observations, labelled with the route's path template (bounded,
     unlike raw paths), the method and the status: the ASGI middleware's (`RequestMetrics`) and
-    the job routes' lanes' (lane.py)."""
+    the job routes' lanes' (lanes.py)."""
 
     def __init__(self, histogram: Histogram) -> None:
         self.histogram = histogram
