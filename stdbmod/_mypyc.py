@@ -34,7 +34,8 @@ except ImportError:  # pragma: no cover - only without mypy installed
 # each commit (runtime/quiet.py), on every call's path while anyone subscribes. Since the
 # twenty-third round also the HTTP job routes' own modules (render, inputs, routes, routing, the
 # coalescing writer, the token cache, the request metrics, the guarded protocol: -3% instructions
-# a request, `bench/instructions.py --http`); http/context.py stays interpreted (compiled, its
+# a request, `bench/instructions.py --http`), since the twenty-eighth the lanes and the answers'
+# hand-over, since the twenty-ninth the metrics feed's drain; http/context.py stays interpreted (compiled, its
 # connection hooks' async context manager crashed a test, and it saved 0.2%).
 # Left interpreted: modules declaring msgspec Structs (mypyc turns a `Literal` annotation into
 # `type` and drops a Struct's class options: runtime/records.py, types.py), the schema's
@@ -78,6 +79,7 @@ HOT = (
     "http/lanes",
     "http/laned_protocol",
     "http/answers",
+    "http/metrics_feed",
 )
 
 PACKAGE = os.path.dirname(os.path.abspath(__file__))

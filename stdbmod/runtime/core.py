@@ -53,6 +53,9 @@ class Hooks:
     # Each call's and the commit's duration (metrics). It must only hand the tuple on (O(1));
     # unset, the batch reads no clock for it.
     on_batch: Callable[[BatchTimes], None] | None = None
+    # Called (no arguments) just before a batch's commit, whose flush runs without the GIL: the
+    # metrics feed drains then (http/metrics_feed.py). It must only signal (O(1)).
+    before_commit: Callable[[], None] | None = None
     # Called (no arguments) after every commit that wrote a record: runtime/follow.py wakes on it.
     commit_taps: list[Callable[[], None]] = field(default_factory=list)
     # Called (no arguments) after every commit that wrote database log lines (log followers).
@@ -165,6 +168,9 @@ class Core:
                     outer.announce(f"commit {'-' if armed is None else armed}")
                 elif shared and self._logged:
                     outer.announce("log")  # only log lines (a failed call): wakes log followers
+                before = self.hooks.before_commit
+                if before is not None:
+                    before()
                 if timed:
                     t0 = perf_counter_ns()
                     outer.commit()

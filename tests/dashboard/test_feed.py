@@ -3,6 +3,7 @@ attempts start and end inside one transaction), the writer's hooks, and the metr
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from stdbmod import Database, Identity, ManualClock
 from stdbmod.errors import ReducerFailed, SenderError
+from stdbmod.http import metrics_feed
 from stdbmod.http.metrics import MAX_PAIRS, Metrics
 from stdbmod.http.metrics_feed import Feed, TaskEvent
 from stdbmod.http.metrics_tasks import Counts
@@ -111,11 +113,12 @@ def test_worker_attempts_and_rows_of_either_form(handled: Any) -> None:
     """A worker's claim and completion: the attempt's duration is the time between them, and row
     images in the older map form (an upgraded database's rows) give the same events."""
     db, _, feed, events = handled
+    start = db.commit_log_end()
     t = db.call("enqueue", "email", "mail", {"to": "a"}, sender=ADMIN)
     db.call("claim", "mail", "w1", sender=ADMIN)
     db.clock.advance(2.5)
     db.call("complete", t.id, {"ok": True}, sender=ADMIN)
-    records = [r for batch in feed._records for r in batch]
+    records = db.commit_log(start)
     feed.drain()
     assert [(e.kind, e.queue, e.job_type) for e in events] == [("enqueued", "mail", "email"), ("started", "mail", "email"), ("completed", "mail", "email")]
     assert events[-1].seconds == 2.5
@@ -136,7 +139,49 @@ def test_the_hooks_only_hand_work_on(handled: Any) -> None:
 def test_detach_restores_the_writer(handled: Any) -> None:
     db, _, feed, _ = handled
     feed.detach()
-    assert db.hooks.on_commit is None and db.hooks.on_batch is None
+    assert db.hooks.on_commit is None and db.hooks.on_batch is None and db.hooks.before_commit is None
+
+
+def test_before_commit_runs_ahead_of_each_commit(tmp_path: Path) -> None:
+    """The writer's `before_commit` hook: once a batch, before its commit (the log does not hold
+    the batch's records yet), then `on_commit` after it."""
+    db = Database.create(tmp_path / "h", create_retry_module().module, owner=ADMIN, durable=False)
+    seen: list[tuple[str, int]] = []
+    try:
+        db.hooks.before_commit = lambda: seen.append(("before", db.commit_log_end()))
+        db.hooks.on_commit = lambda records: seen.append(("commit", records[0].offset))
+        db.call("submit", "other", None, None, sender=ADMIN)
+        db.call_many([("submit", ("other", None, None), ADMIN), ("submit", ("other", None, None), ADMIN)])
+    finally:
+        db.close()
+    first = seen[0][1]
+    assert seen == [("before", first), ("commit", first), ("before", first + 1), ("commit", first + 1)]
+
+
+def test_the_next_commit_wakes_the_drain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit wakes the feed's thread to drain what earlier commits left (while its flush runs
+    without the GIL), without waiting for the once-a-second drain (here an hour away)."""
+    monkeypatch.setattr(metrics_feed, "DRAIN_SECONDS", 3600.0)
+    db = Database.create(tmp_path / "w", create_retry_module().module, owner=ADMIN, durable=False)
+    feed = Feed()
+    drained = threading.Event()
+    events: list[TaskEvent] = []
+
+    def listen(es: list[TaskEvent]) -> None:
+        events.extend(es)
+        drained.set()
+
+    feed.task_listeners.append(listen)
+    feed.attach(db)
+    try:
+        db.call("submit", "first", None, None, sender=ADMIN)
+        assert not drained.is_set()  # nothing was queued when it committed: no wake-up
+        db.call("submit", "second", None, None, sender=ADMIN)
+        assert drained.wait(30), "the second commit did not wake the drain"
+        assert [(e.kind, e.job_type) for e in events][:1] == [("enqueued", "first")]
+    finally:
+        feed.detach()
+        db.close()
 
 
 def _metrics(tmp_path: Path) -> tuple[Metrics, Database]:
