@@ -14,6 +14,7 @@ share a series.
 
 from __future__ import annotations
 
+import collections
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from time import perf_counter
@@ -146,6 +147,7 @@ class Metrics:
         self.requests: RequestHistogram | None = None
         if sockets is not None:
             self.requests = RequestHistogram(http_histogram(r))
+            feed.deferred.append(self.requests.defer())
             r.register(_Sockets(sockets))
         self._pairs: set[tuple[str, str]] = set()
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
@@ -225,13 +227,42 @@ class Metrics:
 class RequestHistogram:
     """The request histogram's observations, labelled with the route's path template (bounded,
     unlike raw paths), the method and the status: the ASGI middleware's (`RequestMetrics`) and
-    the job routes' lanes' (lanes.py)."""
+    the job routes' lanes' (lanes.py).
+
+    Where a commit feed drains (one process: `Metrics`), an observation is only queued on the
+    event loop, and the feed's drain hands it to prometheus-client (`defer`): a drain runs
+    while the writer flushes a commit, without the GIL the event loop needs, and every scrape
+    drains first, so a scrape still counts every request answered before it. An HTTP front
+    of `serve --workers N` has no feed: it observes at once."""
 
     def __init__(self, histogram: Histogram) -> None:
         self.histogram = histogram
         self._children: dict[tuple[str, str, int], Any] = {}
+        self._pending: collections.deque[tuple[str, str, int, float]] | None = None
+
+    def defer(self) -> Callable[[], None]:
+        """Queue observations from now on; returns what observes the queued ones (`flush`),
+        for the feed's drain to call."""
+        self._pending = collections.deque()
+        return self.flush
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        pending = self._pending
+        if pending is None:
+            self._observe(route, method, status, seconds)
+        else:
+            pending.append((route, method, status, seconds))
+
+    def flush(self) -> None:
+        """Observe what was queued (one drain at a time: the feed's lock)."""
+        pending = self._pending
+        if pending is None:
+            return
+        while pending:
+            route, method, status, seconds = pending.popleft()
+            self._observe(route, method, status, seconds)
+
+    def _observe(self, route: str, method: str, status: int, seconds: float) -> None:
         key = (route, method, status)
         child = self._children.get(key)
         if child is None:

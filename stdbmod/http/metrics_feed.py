@@ -77,6 +77,8 @@ class Feed:
     def __init__(self) -> None:
         self.task_listeners: list[TaskListener] = []
         self.batch_listeners: list[BatchListener] = []
+        # Work put off the request path, done at each drain (metrics.RequestHistogram.flush).
+        self.deferred: list[Callable[[], None]] = []
         self._records: collections.deque[list[CommitRecord]] = collections.deque()
         self._batches: collections.deque[BatchTimes] = collections.deque()
         self._lock = threading.Lock()  # one drain at a time, so listeners see events in order
@@ -152,6 +154,8 @@ class Feed:
     def drain(self) -> None:
         """Hand everything committed so far to the listeners."""
         with self._lock:
+            for flush in self.deferred:
+                flush()
             while self._batches:
                 times = self._batches.popleft()
                 for b in self.batch_listeners:

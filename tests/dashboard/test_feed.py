@@ -11,11 +11,12 @@ from typing import Any
 
 import msgspec
 import pytest
+from prometheus_client import CollectorRegistry
 
 from stdbmod import Database, Identity, ManualClock
 from stdbmod.errors import ReducerFailed, SenderError
 from stdbmod.http import metrics_feed
-from stdbmod.http.metrics import MAX_PAIRS, Metrics
+from stdbmod.http.metrics import MAX_PAIRS, Metrics, RequestHistogram, http_histogram
 from stdbmod.http.metrics_feed import Feed, TaskEvent
 from stdbmod.http.metrics_tasks import Counts
 from stdbmod.retry import GiveUp, HandlerContext, RetryableError, create_retry_module
@@ -187,6 +188,42 @@ def test_the_next_commit_wakes_the_drain(tmp_path: Path, monkeypatch: pytest.Mon
 def _metrics(tmp_path: Path) -> tuple[Metrics, Database]:
     db = Database.create(tmp_path / "m", create_retry_module().module, owner=ADMIN, durable=False)
     return Metrics(Feed(), Counts(), lambda: db, {}), db
+
+
+def _request_counts(m: Metrics) -> dict[tuple[str, str, str], float]:
+    assert m.requests is not None
+    return {
+        (s.labels["route"], s.labels["method"], s.labels["status"]): s.value
+        for s in next(iter(m.requests.histogram.collect())).samples
+        if s.name.endswith("_count")
+    }
+
+
+def test_request_observations_wait_for_a_drain(tmp_path: Path) -> None:
+    """With a feed, the event loop only queues a request's observation; the feed's drain (a
+    commit's flush, or a scrape, which drains first) hands it to the histogram."""
+    m, db = _metrics(tmp_path)
+    try:
+        assert m.requests is not None
+        m.requests.observe("/jobs", "POST", 200, 0.002)
+        m.requests.observe("/jobs", "POST", 200, 0.003)
+        m.requests.observe("/jobs/{id}/complete", "POST", 409, 0.001)
+        assert _request_counts(m) == {}  # queued, not observed yet
+        m.feed.drain()
+        assert _request_counts(m) == {("/jobs", "POST", "200"): 2, ("/jobs/{id}/complete", "POST", "409"): 1}
+        m.requests.observe("/jobs", "POST", 200, 0.002)
+        assert b'stdbmod_http_request_duration_seconds_count{method="POST",route="/jobs",status="200"} 3.0' in m.render()
+    finally:
+        db.close()
+
+
+def test_a_front_observes_requests_at_once() -> None:
+    """Without a feed to drain them (an HTTP front of `serve --workers N`), observations are
+    not queued."""
+    requests = RequestHistogram(http_histogram(CollectorRegistry()))
+    requests.observe("/jobs", "POST", 200, 0.002)
+    samples = next(iter(requests.histogram.collect())).samples
+    assert [s.value for s in samples if s.name.endswith("_count")] == [1]
 
 
 def test_call_outcomes_ok_error_and_panic(tmp_path: Path) -> None:
