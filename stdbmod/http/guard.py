@@ -14,7 +14,9 @@ runs below the ASGI app, so all of it happens before authentication, on every ro
 - Deadlines: a request's head must be complete `header_timeout` seconds after the connection
   opened or began waiting for its next request (a slow sender gets a 408 and is closed), and its
   body may not pause longer than that between two reads (the connection is closed; the handler
-  sees the client gone). An idle keep-alive connection closes after uvicorn's `timeout_keep_alive`.
+  sees the client gone). An idle keep-alive connection closes after uvicorn's `timeout_keep_alive`
+  (or `header_timeout`, if shorter): one timer a connection does both, where uvicorn would arm a
+  keep-alive timer of its own after every response.
 - The cap: past `max_connections` open connections of one server, a new one makes room by
   closing the connection that has waited longest without a request in progress (idle keep-alive
   connections and unfinished heads go first, requests being served never); with none to close,
@@ -73,6 +75,7 @@ class GuardedProtocol(HttpToolsProtocol):
         super().__init__(config, server_state, app_state, _loop)
         self._waiting = _waiting.setdefault(server_state, {})
         self._head_timer: asyncio.TimerHandle | None = None
+        self._head_deadline = 0.0  # when the awaited head must be whole (loop time)
         self._in_head = False  # a request's head has begun and is not complete
         self._streamed = 0  # bytes received while the head stayed incomplete, after its first read
         self._header_bytes = 0
@@ -120,11 +123,18 @@ class GuardedProtocol(HttpToolsProtocol):
             return True
         return False
 
-    def _wait_for_request(self) -> None:
+    def _wait_for_request(self, idle_limit: float | None = None) -> None:
+        """Wait for the next request's head: within `header_timeout`, and idle (no byte of it)
+        for at most `idle_limit` (after a response: the keep-alive timeout)."""
         self._waiting.pop(self, None)
         self._waiting[self] = None  # the end: the most recent
         if self._head_timer is None:
-            self._head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
+            self._arm_head_timer(self.limits.header_timeout if idle_limit is None else min(idle_limit, self.limits.header_timeout))
+
+    def _arm_head_timer(self, delay: float) -> None:
+        loop = self.loop
+        self._head_deadline = loop.time() + self.limits.header_timeout
+        self._head_timer = loop.call_later(delay, self._head_timed_out)
 
     def _stop_waiting(self) -> None:
         self._waiting.pop(self, None)
@@ -139,15 +149,27 @@ class GuardedProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         if self._in_head:
+            left = self._head_deadline - self.loop.time()
+            if left > 0:  # the keep-alive wait ended with a head begun: it has until its deadline
+                self._head_timer = self.loop.call_later(left, self._head_timed_out)
+                return
             self._refuse(408, f"the request's head did not arrive within {self.limits.header_timeout:g} seconds")
         else:
             self._stop_waiting()
             self.transport.close()
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing() and not self.pipeline and self.cycle.response_complete:
-            self._wait_for_request()
+        # uvicorn's, spelled out (compiled), with the guard's head timer as the keep-alive timer:
+        # one timer armed and cancelled a request instead of two
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:  # the next request was read while this one was served: start it
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        elif self.cycle.response_complete:
+            self._wait_for_request(self.timeout_keep_alive)
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -155,8 +177,7 @@ class GuardedProtocol(HttpToolsProtocol):
         if self._refused:
             self._linger(len(data))
             return
-        self._unset_keepalive_if_required()
-        head_was_open = self._in_head
+        head_was_open = self._in_head  # (uvicorn's keep-alive timer is never armed: the head timer is it)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as e:
@@ -229,7 +250,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._in_head = True
         self._streamed = self._header_bytes = self._header_count = 0
         if self._head_timer is None:  # a pipelined request, begun while another is served
-            self._head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
+            self._arm_head_timer(self.limits.header_timeout)
 
     def on_url(self, url: bytes) -> None:
         whole = self.url + url

@@ -1,10 +1,13 @@
-"""The guarded protocol's own spelling of uvicorn's head callbacks (guard.py: on_message_begin,
-on_url, on_header) against uvicorn's: the same bytes give the same scope, headers, target and
-`Expect: 100-continue` flag. If uvicorn changes what they record, this says so."""
+"""The guarded protocol's own spelling of uvicorn's callbacks (guard.py). The head's
+(on_message_begin, on_url, on_header) against uvicorn's: the same bytes give the same scope,
+headers, target and `Expect: 100-continue` flag; if uvicorn changes what they record, this says
+so. And `on_response_complete`, whose keep-alive wait is the guard's head timer: the timers are
+fired by hand here, the loop's clock read, never waited for."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -75,3 +78,72 @@ def test_the_guard_records_a_head_as_uvicorn_does(chunks: list[bytes]) -> None:
     guarded = asyncio.run(_heads(_guarded(), chunks))
     assert plain, "uvicorn saw no head"
     assert guarded == plain
+
+
+class _Transport(Recording):
+    def can_write_eof(self) -> bool:
+        return False
+
+
+async def _answered_once(keep_alive: int, header_timeout: float) -> tuple[Any, _Transport, float, float]:
+    """A guarded connection that served one request: the protocol, its transport, and how far
+    off its timer was when the connection opened and after the answer."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    limits = dataclasses.replace(DEFAULT_LIMITS, header_timeout=header_timeout, keep_alive_timeout=keep_alive)
+    config = Config(app, lifespan="off", log_config=None, interface="asgi3", timeout_keep_alive=keep_alive)
+    config.load()
+    loop = asyncio.get_running_loop()
+    proto: Any = protocol(limits)(config=config, server_state=ServerState(), app_state={})
+    transport = _Transport()
+    proto.connection_made(transport)
+    fresh = proto._head_timer.when() - loop.time()
+    proto.data_received(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+    for _ in range(100):  # loop steps, not time
+        if proto.cycle.response_complete:
+            break
+        await asyncio.sleep(0)
+    assert b"ok" in b"".join(transport.writes)
+    return proto, transport, fresh, proto._head_timer.when() - loop.time()
+
+
+def test_after_an_answer_one_timer_waits_the_keep_alive_timeout() -> None:
+    async def run() -> None:
+        proto, transport, fresh, after = await _answered_once(keep_alive=5, header_timeout=10.0)
+        assert 9.0 < fresh <= 10.0  # a new connection waits for its first head: header_timeout
+        assert 4.0 < after <= 5.0  # after an answer: the keep-alive timeout, the shorter
+        assert proto.timeout_keep_alive_task is None  # uvicorn's own timer is never armed
+        proto._head_timed_out()  # the keep-alive wait ends with no byte of a next request
+        assert transport.closed and not any(b"408" in w for w in transport.writes)
+
+    asyncio.run(run())
+
+
+def test_a_head_begun_during_the_keep_alive_wait_has_until_its_deadline() -> None:
+    async def run() -> None:
+        proto, transport, _, _ = await _answered_once(keep_alive=5, header_timeout=10.0)
+        loop = asyncio.get_running_loop()
+        proto.data_received(b"GET /slow HTTP/1.1\r\nHo")  # a head begins, and stops
+        proto._head_timed_out()  # the keep-alive wait's end: not this head's deadline
+        assert not transport.closed
+        assert 4.0 < proto._head_timer.when() - loop.time() <= 10.0  # re-armed for what is left
+        proto._head_deadline = loop.time()  # its deadline now passed
+        proto._head_timer.cancel()
+        proto._head_timed_out()
+        assert any(w.startswith(b"HTTP/1.1 408") for w in transport.writes)
+        proto.connection_lost(None)
+
+    asyncio.run(run())
+
+
+def test_a_header_timeout_shorter_than_keep_alive_bounds_the_idle_wait() -> None:
+    async def run() -> None:
+        proto, _, fresh, after = await _answered_once(keep_alive=5, header_timeout=2.0)
+        assert 1.0 < fresh <= 2.0 and 1.0 < after <= 2.0
+        proto.connection_lost(None)
+
+    asyncio.run(run())
