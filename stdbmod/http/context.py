@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -111,11 +111,15 @@ class ServerContext:
         async with self.connection(db, sender) as conn:
             return await result(db.submit(reducer, *args, sender=sender, connection_id=conn))
 
-    async def call_typed(self, db: Database, reducer: str, args: tuple[Any, ...], *, sender: Identity) -> Any:
+    def call_typed(self, db: Database, reducer: str, args: tuple[Any, ...], *, sender: Identity) -> Awaitable[Any]:
         """`call` with arguments a wire body decoded into the reducer's own types
-        (`Database.submit_typed_to`): the job routes' way, the hot one."""
+        (`Database.submit_typed_to`): the job routes' way, the hot one. Without connection hooks
+        the awaitable is answers.py's compiled coroutine itself, with no interpreted one around it."""
         if not has_connection_hooks(db):
-            return await answer(db, reducer, args, sender, None)
+            return answer(db, reducer, args, sender, None)
+        return self._call_typed_connected(db, reducer, args, sender)
+
+    async def _call_typed_connected(self, db: Database, reducer: str, args: tuple[Any, ...], sender: Identity) -> Any:
         async with self.connection(db, sender) as conn:
             return await answer(db, reducer, args, sender, conn)
 

@@ -1,13 +1,24 @@
-"""render.job: a task row as seed 000's job object. Its fields go to `wire.Job` by position, so
-this holds each column to its name, with every column given a value of its own."""
+"""The job routes' answers: render.job (a task row as seed 000's job object: its fields go to
+`wire.Job` by position, so each column is held to its name, with every column given a value of
+its own), and a call between the module's connection hooks."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
+import httpx
 import msgspec
 
-from stdbmod import Identity, Timestamp
+from stdbmod import Database, Identity, PrimaryKey, ReducerContext, Timestamp
 from stdbmod.http import render, wire
+from stdbmod.http.app import create_app
+from stdbmod.http.routes_jobs import PREFIX
+from stdbmod.local.tokens import SigningKey
+from stdbmod.retry import create_retry_module
 from stdbmod.retry.tables import DeadReason, Task, TaskStatus
+
+from .servers import ThreadServer, bearer
 
 
 def _ms(n: int) -> Timestamp:
@@ -42,3 +53,37 @@ def test_missing_columns_are_null() -> None:
     )
     got = msgspec.to_builtins(render.job(task))
     assert got["status"] == "queued" and got["dead_reason"] is None and got["lease_holder"] is None and got["claimed_at"] is None
+
+
+def test_the_job_routes_run_connection_hooks_around_each_call(tmp_path: Path) -> None:
+    """A module with `client_connected` / `client_disconnected`: a job route's call runs between
+    them (`ServerContext.call_typed`'s other way), and its answer is the call's."""
+    rm = create_retry_module()
+
+    @rm.module.table
+    class Visit(msgspec.Struct):
+        id: Annotated[int, PrimaryKey(auto_inc=True)]
+        kind: str
+
+    @rm.module.client_connected
+    def connected(ctx: ReducerContext) -> None:
+        ctx.db.visit.insert(Visit(0, "connected"))
+
+    @rm.module.client_disconnected
+    def disconnected(ctx: ReducerContext) -> None:
+        ctx.db.visit.insert(Visit(0, "disconnected"))
+
+    key = SigningKey.generate()
+    owner = key.claims("owner")
+    db = Database.create(tmp_path / "db", rm.module, owner=owner.identity, durable=False)
+    try:
+        with ThreadServer(create_app(db, key=key, run_scheduler=False)) as server:
+            body = {"queue": "q", "job_type": "t", "payload": {}}
+            r = httpx.post(server.base + PREFIX + "/jobs", json=body, headers=bearer(key.issue_token(owner)), timeout=30)
+        assert r.status_code == 200, r.text
+        assert r.json()["queue"] == "q"
+        with db.read() as view:
+            kinds = [v.kind for v in view.db.visit.iter()]
+        assert kinds == ["connected", "disconnected"]
+    finally:
+        db.close()
