@@ -224,6 +224,9 @@ class Metrics:
         return build
 
 
+PENDING_MAX = 10_000  # request observations queued for the feed's drain, at most (RequestHistogram)
+
+
 class RequestHistogram:
     """The request histogram's observations, labelled with the route's path template (bounded,
     unlike raw paths), the method and the status: the ASGI middleware's (`RequestMetrics`) and
@@ -250,16 +253,21 @@ class RequestHistogram:
         pending = self._pending
         if pending is None:
             self._observe(route, method, status, seconds)
-        else:
-            pending.append((route, method, status, seconds))
+            return
+        pending.append((route, method, status, seconds))
+        if len(pending) > PENDING_MAX:  # nothing drains (a server without a database open): stay bounded
+            self.flush()
 
     def flush(self) -> None:
-        """Observe what was queued (one drain at a time: the feed's lock)."""
+        """Observe what was queued; safe from any thread (the event loop's bound, the feed's drain)."""
         pending = self._pending
         if pending is None:
             return
-        while pending:
-            route, method, status, seconds = pending.popleft()
+        while True:
+            try:
+                route, method, status, seconds = pending.popleft()
+            except IndexError:
+                return
             self._observe(route, method, status, seconds)
 
     def _observe(self, route: str, method: str, status: int, seconds: float) -> None:

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from stdbmod import Database, Identity, ManualClock
 from stdbmod.errors import ReducerFailed, SenderError
 from stdbmod.http import metrics_feed
-from stdbmod.http.metrics import MAX_PAIRS, Metrics, RequestHistogram, http_histogram
+from stdbmod.http.metrics import MAX_PAIRS, PENDING_MAX, Metrics, RequestHistogram, http_histogram
 from stdbmod.http.metrics_feed import Feed, TaskEvent
 from stdbmod.http.metrics_tasks import Counts
 from stdbmod.retry import GiveUp, HandlerContext, RetryableError, create_retry_module
@@ -213,6 +213,21 @@ def test_request_observations_wait_for_a_drain(tmp_path: Path) -> None:
         assert _request_counts(m) == {("/jobs", "POST", "200"): 2, ("/jobs/{id}/complete", "POST", "409"): 1}
         m.requests.observe("/jobs", "POST", 200, 0.002)
         assert b'stdbmod_http_request_duration_seconds_count{method="POST",route="/jobs",status="200"} 3.0' in m.render()
+    finally:
+        db.close()
+
+
+def test_queued_request_observations_stay_bounded_without_a_drain(tmp_path: Path) -> None:
+    """A server whose feed never drains (no database open, nobody scraping) still keeps at most
+    PENDING_MAX observations queued, and counts every request."""
+    m, db = _metrics(tmp_path)
+    try:
+        assert m.requests is not None
+        for _ in range(PENDING_MAX + 5):
+            m.requests.observe("/jobs", "POST", 200, 0.001)
+        assert len(m.requests._pending or ()) <= PENDING_MAX
+        m.feed.drain()
+        assert _request_counts(m) == {("/jobs", "POST", "200"): PENDING_MAX + 5}
     finally:
         db.close()
 
