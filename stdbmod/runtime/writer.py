@@ -1,8 +1,9 @@
 """The write path: one writer at a time, with group commit.
 
 Every write goes through here. Callers hand over a job and wait on a future. The writer thread
-takes everything queued at that moment (a lone job is a batch of one: nobody waits for company),
-and the database runs the batch in one outer storage transaction, each job in a nested one, with
+takes everything queued at that moment (a lone job is a batch of one: nobody waits for company;
+after a shared batch it waits briefly for that batch's callers to call again, `_gather`), and the
+database runs the batch in one outer storage transaction, each job in a nested one, with
 one commit (one fsync) for all of them. Futures are resolved only after that commit returned.
 
 A caller that blocks on its result anyway (`Database.call`) may run its job itself, on its own
@@ -25,6 +26,14 @@ from typing import Any, Final, Protocol
 from ..errors import DatabaseClosed
 
 MAX_BATCH: Final = 512
+
+# After a shared batch the writer waits for its callers' next calls, as PostgreSQL's
+# `commit_delay` waits for `commit_siblings`: up to GATHER_WAITS pauses of GATHER_PAUSE seconds,
+# only while fewer calls are queued than the last batch held (docs/performance.md, "Thirtieth
+# round"). The wait ends at once when they are there; when concurrency falls it costs one batch the
+# whole wait, and the next waits for the smaller number.
+GATHER_WAITS: Final = 5
+GATHER_PAUSE: Final = 0.00002
 
 _STOP: Final = object()
 
@@ -115,6 +124,8 @@ class Writer:
         # them run alone, the rest would queue behind it and every other commit (fsync) would
         # carry a single call.
         self._alone = True
+        self._last = 1  # calls the writer thread's last batch held: the callers coming back
+        self._pause: Callable[[float], None] = time.sleep  # how the writer waits for them (tests drive it)
         self._worker = threading.Thread(target=self._loop, name=f"stdbmod-writer-{name}", daemon=True)
         self._worker.start()
 
@@ -210,9 +221,7 @@ class Writer:
             if item is _STOP:
                 break
             if not self._alone:
-                # The callers of the last shared batch are waking up to call again: let them run
-                # (a GIL hand-over, not a timed wait) so their calls share this commit.
-                time.sleep(0)
+                self._gather()
             with self._running:  # what queues up while a caller runs its own job joins this batch
                 batch = [item]
                 stop = False
@@ -230,10 +239,22 @@ class Writer:
             with self._lock:
                 self._queued -= len(batch)
                 self._alone = len(batch) == 1
+                self._last = len(batch)
             if stop:
                 break
         with self._running:  # a batch some caller runs itself finishes before close returns
             pass
+
+    def _gather(self) -> None:
+        """Wait, briefly, for the last shared batch's callers to call again, so that their calls
+        share this commit: each commit costs a flush, and a batch cut short by a caller still on its
+        way leaves that caller for the next commit, alone."""
+        pause = self._pause
+        pause(0)  # a GIL hand-over: the callers woken by the last commit run
+        waits = GATHER_WAITS
+        while waits and self._queue.qsize() + 1 < self._last:
+            pause(GATHER_PAUSE)
+            waits -= 1
 
     def close(self) -> None:
         """Finish what is queued or running, then stop the thread."""
