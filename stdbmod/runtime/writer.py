@@ -30,8 +30,9 @@ MAX_BATCH: Final = 512
 # After a shared batch the writer waits for its callers' next calls, as PostgreSQL's
 # `commit_delay` waits for `commit_siblings`: up to GATHER_WAITS pauses of GATHER_PAUSE seconds,
 # only while fewer calls are queued than the last batch held (docs/performance.md, "Thirtieth
-# round"). The wait ends at once when they are there; when concurrency falls it costs one batch the
-# whole wait, and the next waits for the smaller number.
+# round"). The wait ends at once when they are there. A wait in vain (concurrency fell, or callers
+# come and go) makes the next shared batch take what is queued without waiting, so that a load
+# whose batches vary pays the whole wait at most every other batch.
 GATHER_WAITS: Final = 5
 GATHER_PAUSE: Final = 0.00002
 
@@ -125,6 +126,7 @@ class Writer:
         # carry a single call.
         self._alone = True
         self._last = 1  # calls the writer thread's last batch held: the callers coming back
+        self._patient = True  # whether to wait for them: not right after a wait in vain
         self._pause: Callable[[float], None] = time.sleep  # how the writer waits for them (tests drive it)
         self._worker = threading.Thread(target=self._loop, name=f"stdbmod-writer-{name}", daemon=True)
         self._worker.start()
@@ -251,8 +253,14 @@ class Writer:
         way leaves that caller for the next commit, alone."""
         pause = self._pause
         pause(0)  # a GIL hand-over: the callers woken by the last commit run
+        if not self._patient:
+            self._patient = True  # the last wait was in vain: this batch takes what is there
+            return
         waits = GATHER_WAITS
-        while waits and self._queue.qsize() + 1 < self._last:
+        while self._queue.qsize() + 1 < self._last:
+            if not waits:
+                self._patient = False
+                return
             pause(GATHER_PAUSE)
             waits -= 1
 

@@ -91,21 +91,36 @@ def test_the_wait_is_bounded_when_fewer_callers_come_back(writer: Writer, rec: R
     assert pauses == [0] + [GATHER_PAUSE] * GATHER_WAITS
 
 
-def test_the_next_wait_is_for_the_smaller_number(writer: Writer, rec: Recorder) -> None:
+def test_after_a_wait_in_vain_the_next_batch_does_not_wait(writer: Writer, rec: Recorder) -> None:
     _share_a_batch(writer, rec, 6)
     # Concurrency falls to two callers: the first batch after it waits in vain for six ...
-    pauses = _drive(writer, lambda n: second.append(writer.submit("b")) if n == 1 else None)
     second: list[Future[Any]] = []
+    pauses = _drive(writer, lambda n: second.append(writer.submit("b")) if n == 1 else None)
     writer.submit("a").result(10)
     second[0].result(10)
     assert rec.batches[-1] == ["a", "b"]
     assert pauses == [0] + [GATHER_PAUSE] * GATHER_WAITS
-    # ... and the next waits only for two.
-    pair: list[Future[Any]] = []
-    pauses = _drive(writer, lambda n: pair.append(writer.submit("d")) if n == 2 else None)
+    # ... so the next shared batch only hands the GIL over and takes what is there ...
+    pauses = _drive(writer)
     writer.submit("c").result(10)
-    pair[0].result(10)
-    assert rec.batches[-1] == ["c", "d"]
+    assert rec.batches[-1] == ["c"] and pauses == [0]
+
+
+def test_the_next_wait_is_for_the_smaller_number(writer: Writer, rec: Recorder) -> None:
+    _share_a_batch(writer, rec, 6)
+    second: list[Future[Any]] = []
+    _drive(writer, lambda n: second.append(writer.submit("b")) if n == 1 else None)
+    writer.submit("a").result(10)  # waits in vain for six: a batch of two
+    second[0].result(10)
+    _drive(writer, lambda n: second.append(writer.submit("d")) if n == 1 else None)
+    writer.submit("c").result(10)  # right after a wait in vain: no wait, and a batch of two again
+    second[1].result(10)
+    assert rec.batches[-2:] == [["a", "b"], ["c", "d"]]
+    # Now the writer waits again, for two: one pause brings the second caller, and it stops there.
+    pauses = _drive(writer, lambda n: second.append(writer.submit("f")) if n == 2 else None)
+    writer.submit("e").result(10)
+    second[2].result(10)
+    assert rec.batches[-1] == ["e", "f"]
     assert pauses == [0, GATHER_PAUSE]
 
 
@@ -114,7 +129,7 @@ def test_no_wait_after_a_lone_call(writer: Writer, rec: Recorder) -> None:
     pauses = _drive(writer, lambda n: writer.submit("companion") if n == 1 else None)
     writer.submit("x").result(10)  # waits: the last batch was shared
     assert rec.batches[-1] == ["x", "companion"]
-    writer.submit("solo").result(10)  # waits in vain for a companion: a batch of one
+    writer.submit("solo").result(10)  # right after a wait in vain: takes what is there, a batch of one
     assert rec.batches[-1] == ["solo"]
     pauses.clear()  # after a lone call, no pause at all
     writer.submit("y").result(10)
