@@ -120,12 +120,11 @@ class Writer:
         self._queued = 0  # jobs handed to the thread and not yet run
         self._running = threading.Lock()  # held by whichever thread runs a batch
         self._runner: int | None = None  # that thread's ident
-        # Whether the writer thread's last batch was a lone job: callers run their own jobs only
-        # then. After a shared batch its callers are all about to call again; had the first of
-        # them run alone, the rest would queue behind it and every other commit (fsync) would
-        # carry a single call.
-        self._alone = True
-        self._last = 1  # calls the writer thread's last batch held: the callers coming back
+        # How many jobs the writer thread's last batch held. Callers run their own jobs only after
+        # a lone one (1): after a shared batch its callers are all about to call again; had the
+        # first of them run alone, the rest would queue behind it and every other commit (fsync)
+        # would carry a single call. The writer waits for that many to come back (`_gather`).
+        self._last = 1
         self._patient = True  # whether to wait for them: not right after a wait in vain
         self._pause: Callable[[float], None] = time.sleep  # how the writer waits for them (tests drive it)
         self._worker = threading.Thread(target=self._loop, name=f"stdbmod-writer-{name}", daemon=True)
@@ -169,7 +168,7 @@ class Writer:
         with self._lock:
             if self._closed:
                 raise DatabaseClosed("the database is closed")
-            if self._queued or not self._alone or not self._running.acquire(False):
+            if self._queued or self._last > 1 or not self._running.acquire(False):
                 waiter = Waiter()
                 self._queue.put((job, waiter))
                 self._queued += 1
@@ -190,7 +189,7 @@ class Writer:
             if self._closed:
                 raise DatabaseClosed("the database is closed")
             # Only when nothing is queued: a job queued earlier by this thread must run first.
-            if self._queued or not self._alone or not self._running.acquire(False):
+            if self._queued or self._last > 1 or not self._running.acquire(False):
                 waiters: list[Waiter | Done] = []
                 for job in jobs:
                     waiter = Waiter()
@@ -222,7 +221,7 @@ class Writer:
             item = self._queue.get()
             if item is _STOP:
                 break
-            if not self._alone:
+            if self._last > 1:
                 self._gather()
             with self._running:  # what queues up while a caller runs its own job joins this batch
                 batch = [item]
@@ -240,7 +239,6 @@ class Writer:
                     self._runner = None
             with self._lock:
                 self._queued -= len(batch)
-                self._alone = len(batch) == 1
                 self._last = len(batch)
             if stop:
                 break
