@@ -38,6 +38,12 @@ BatchTimes = tuple[list[tuple[Job, Future[Any]]], list[tuple[bool, Any]], list[i
 # been answered, and the jobs keep their timestamps, so a re-run is the same calls.
 RETRY_FOR: Final = 30.0
 
+# A committed batch and its outcomes, (ok, value) a job, not yet handed to its callers.
+Held = tuple[list[tuple[Job, Future[Any]]], list[tuple[bool, Any]]]
+# How long a held batch's callers may wait into the next batch's calls: past it (a batch of slow
+# calls), they are answered between two calls rather than at the commit.
+HOLD_FOR_NS: Final = 1_000_000
+
 
 @dataclass
 class Hooks:
@@ -81,6 +87,8 @@ class Core:
         self._next_offset: int | None = None
         self._spent: list[int] = []  # a timed batch's job durations (hooks.on_batch)
         self._tx: Transaction | None = None  # every job's, reset for each (Transaction.reset)
+        self._held: Held | None = None  # a batch's outcomes held back (run_batch's `more`)
+        self.hold_for_ns = HOLD_FOR_NS
 
     # --- batches -------------------------------------------------------------------------------
 
@@ -98,118 +106,137 @@ class Core:
             abort()
         raise StorageError(f"{type(storage).__name__}.begin_write returned a {type(txn).__name__}, not a WriteTxn (stdbmod.storage)")
 
-    def run_batch(self, batch: list[tuple[Job, Future[Any]]]) -> None:
-        if self.broken is not None:
-            for _, fut in batch:
-                fut.set_exception(self.broken)
-            return
-        started = 0.0  # when storage first failed transiently (RETRY_FOR counts from there)
-        tries = 0
-        timed = self.hooks.on_batch is not None  # a hook that wants timings: time each job and the commit
-        run_job = self._timed_job if timed else self._run_job
-        # A lone job runs straight in the batch's transaction, not in a nested one of its own
-        # (LMDB: a nested one keeps an undo log, ~1,000 instructions a write), where the storage
-        # can abort and begin again cheaply; if it fails, that is what undoes its writes.
-        lone = len(batch) == 1 and self.storage.cheap_abort
-        shared = self.storage.shared  # Storage.shared: other processes to tell of a commit
-        while True:
-            outcomes: list[tuple[bool, Any]] = []
-            records: list[commitlog.CommitRecord] = []
-            armed: int | None = None
-            committing = 0
-            self._logged = False
-            if timed:
-                self._spent = []
-            try:
-                outer = self._begin()
-            except StoragePanic as e:
-                self._panic(e, batch)
-                return
-            except TransientStorageError as e:
-                if not tries:
-                    started = time.monotonic()
-                tries += 1
-                if self._again(e, batch, started, tries):
-                    continue
-                return
-            serial = outer.serial()
-            # the log's next offset, or None: read from the log when a job first has a record
-            offset: int | None = self._next_offset
-            if serial is None or serial != self._cache_serial:
-                self._cache.clear()  # another writer may have changed what it holds
-                offset = None  # and appended to the log
-            self._cache_serial = None  # until this batch commits
-            try:
-                for job, _ in batch:
-                    if lone:
-                        try:
-                            ok, value, record, sched = run_job(job, outer, offset, False)
-                        except _Unwound as failed:
-                            # the lone call failed with its writes in `outer`: drop them all, and
-                            # record the failure (log lines, follow-up) in a fresh transaction
-                            outer.abort()
-                            serial = offset = None  # another process may write in between
-                            outer = self._begin()
-                            ok, value, record, sched = self._failed(job, outer, failed.error, failed.logs, offset)
-                    else:
-                        ok, value, record, sched = run_job(job, outer, offset, True)
-                    if record is not None:
-                        records.append(record)
-                        offset = record.offset + 1
-                    elif job.skip_record and job.offset is not None:
-                        offset = None  # it appended a record of its own (a replayed procedure's)
-                    if sched is not None and (armed is None or sched < armed):
-                        armed = sched
-                    outcomes.append((ok, value))
-                # other nodes (PostgreSQL) hear of it if and when it commits: followers read the
-                # log, their scheduler wakes for `armed`. Nobody else writes LMDB or memory: no
-                # message to build for them on every commit.
-                if shared and (records or armed is not None):
-                    outer.announce(f"commit {'-' if armed is None else armed}")
-                elif shared and self._logged:
-                    outer.announce("log")  # only log lines (a failed call): wakes log followers
-                before = self.hooks.before_commit
-                if before is not None:
-                    before()
-                if timed:
-                    t0 = perf_counter_ns()
-                    outer.commit()
-                    committing = perf_counter_ns() - t0
-                else:
-                    outer.commit()
-                if records and serial is not None:
-                    self._cache_serial = serial + 1  # it changed something: LMDB moved one on
-                    self._next_offset = offset
-                break
-            except TransientStorageError as e:
-                outer.abort()
-                if not tries:
-                    started = time.monotonic()
-                tries += 1
-                if self._again(e, batch, started, tries):
-                    continue
-                return
-            except StorageFull:
-                outer.abort()
-                self.storage.grow()
-                log.info("storage full: grew the map and retried a batch of %d", len(batch))
-            except StoragePanic as e:
-                outer.abort()
-                self._panic(e, batch)
-                return
-            except StorageError as e:
-                outer.abort()
+    def run_batch(self, batch: list[tuple[Job, Future[Any]]], more: Callable[[], bool] | None = None) -> None:
+        """Run `batch` in one transaction and commit it, then settle each job's outcome. With
+        `more` (the writer thread's batches), the outcomes are held back while `more()` says more
+        calls are queued: they are settled just before the next batch's commit, whose flush runs
+        without the GIL, instead of now, when the callers woken would take turns at the GIL with
+        the next batch's calls (docs/architecture.md, "Decisions changed"); if that batch's calls
+        run longer than `hold_for_ns`, between two of them. `release` settles them when no next
+        batch comes."""
+        # the last batch's outcomes, if held back: this batch's commit settles them, whatever
+        # happens to it (a list: compiled, a local narrowed to None in the try stays so in finally)
+        held: list[Held] = [] if self._held is None else [self._held]
+        self._held = None
+        hold_until = perf_counter_ns() + self.hold_for_ns if held else 0
+        try:
+            if self.broken is not None:
                 for _, fut in batch:
-                    fut.set_exception(e)
+                    fut.set_exception(self.broken)
                 return
-            except BaseException:  # KeyboardInterrupt in a caller running its own call
-                outer.abort()
-                raise
-        for (_, fut), (ok, value) in zip(batch, outcomes):
-            if ok:
-                fut.set_result(value)
-            else:
-                fut.set_exception(value)
+            started = 0.0  # when storage first failed transiently (RETRY_FOR counts from there)
+            tries = 0
+            timed = self.hooks.on_batch is not None  # a hook that wants timings: time each job and the commit
+            run_job = self._timed_job if timed else self._run_job
+            # A lone job runs straight in the batch's transaction, not in a nested one of its own
+            # (LMDB: a nested one keeps an undo log, ~1,000 instructions a write), where the storage
+            # can abort and begin again cheaply; if it fails, that is what undoes its writes.
+            lone = len(batch) == 1 and self.storage.cheap_abort
+            shared = self.storage.shared  # Storage.shared: other processes to tell of a commit
+            while True:
+                outcomes: list[tuple[bool, Any]] = []
+                records: list[commitlog.CommitRecord] = []
+                armed: int | None = None
+                committing = 0
+                self._logged = False
+                if timed:
+                    self._spent = []
+                try:
+                    outer = self._begin()
+                except StoragePanic as e:
+                    self._panic(e, batch)
+                    return
+                except TransientStorageError as e:
+                    if not tries:
+                        started = time.monotonic()
+                    tries += 1
+                    if self._again(e, batch, started, tries):
+                        continue
+                    return
+                serial = outer.serial()
+                # the log's next offset, or None: read from the log when a job first has a record
+                offset: int | None = self._next_offset
+                if serial is None or serial != self._cache_serial:
+                    self._cache.clear()  # another writer may have changed what it holds
+                    offset = None  # and appended to the log
+                self._cache_serial = None  # until this batch commits
+                try:
+                    for job, _ in batch:
+                        if lone:
+                            try:
+                                ok, value, record, sched = run_job(job, outer, offset, False)
+                            except _Unwound as failed:
+                                # the lone call failed with its writes in `outer`: drop them all, and
+                                # record the failure (log lines, follow-up) in a fresh transaction
+                                outer.abort()
+                                serial = offset = None  # another process may write in between
+                                outer = self._begin()
+                                ok, value, record, sched = self._failed(job, outer, failed.error, failed.logs, offset)
+                        else:
+                            ok, value, record, sched = run_job(job, outer, offset, True)
+                        if record is not None:
+                            records.append(record)
+                            offset = record.offset + 1
+                        elif job.skip_record and job.offset is not None:
+                            offset = None  # it appended a record of its own (a replayed procedure's)
+                        if sched is not None and (armed is None or sched < armed):
+                            armed = sched
+                        outcomes.append((ok, value))
+                        if held and perf_counter_ns() > hold_until:  # a long batch: answer them now
+                            settle(*held.pop())
+                    # other nodes (PostgreSQL) hear of it if and when it commits: followers read the
+                    # log, their scheduler wakes for `armed`. Nobody else writes LMDB or memory: no
+                    # message to build for them on every commit.
+                    if shared and (records or armed is not None):
+                        outer.announce(f"commit {'-' if armed is None else armed}")
+                    elif shared and self._logged:
+                        outer.announce("log")  # only log lines (a failed call): wakes log followers
+                    before = self.hooks.before_commit
+                    if before is not None:
+                        before()
+                    while held:  # the last batch's callers are answered during this flush
+                        settle(*held.pop())
+                    if timed:
+                        t0 = perf_counter_ns()
+                        outer.commit()
+                        committing = perf_counter_ns() - t0
+                    else:
+                        outer.commit()
+                    if records and serial is not None:
+                        self._cache_serial = serial + 1  # it changed something: LMDB moved one on
+                        self._next_offset = offset
+                    break
+                except TransientStorageError as e:
+                    outer.abort()
+                    if not tries:
+                        started = time.monotonic()
+                    tries += 1
+                    if self._again(e, batch, started, tries):
+                        continue
+                    return
+                except StorageFull:
+                    outer.abort()
+                    self.storage.grow()
+                    log.info("storage full: grew the map and retried a batch of %d", len(batch))
+                except StoragePanic as e:
+                    outer.abort()
+                    self._panic(e, batch)
+                    return
+                except StorageError as e:
+                    outer.abort()
+                    for _, fut in batch:
+                        fut.set_exception(e)
+                    return
+                except BaseException:  # KeyboardInterrupt in a caller running its own call
+                    outer.abort()
+                    raise
+        finally:
+            while held:
+                settle(*held.pop())
+        if more is not None and more():
+            self._held = (batch, outcomes)
+        else:
+            settle(batch, outcomes)
         hooks = self.hooks
         if armed is not None and hooks.on_schedule_change is not None:
             hooks.on_schedule_change(armed)
@@ -223,6 +250,13 @@ class Core:
         if self._logged:
             for tap in hooks.log_taps:
                 tap()
+
+    def release(self) -> None:
+        """Settle the outcomes `run_batch` held back for a next batch that did not come."""
+        held: Held | None = self._held
+        self._held = None
+        if held is not None:
+            settle(*held)
 
     def _again(self, e: TransientStorageError, batch: list[tuple[Job, Future[Any]]], started: float, tries: int) -> bool:
         """Whether to run the batch again after a transient storage failure (after a pause that
@@ -324,6 +358,15 @@ class Core:
             if rec is not None:
                 return False, error, rec, None
         return False, error, None, None  # a failed call's rows are gone: it armed nothing
+
+
+def settle(batch: list[tuple[Job, Future[Any]]], outcomes: list[tuple[bool, Any]]) -> None:
+    """Hand each job of a committed batch its outcome."""
+    for (_, fut), (ok, value) in zip(batch, outcomes):
+        if ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
 
 
 class _Unwound(Exception):

@@ -139,7 +139,7 @@ class Database:
         self.module = module
         self.meta = meta
         self._core = Core(storage, module, clock, meta.identity)
-        self._writer = Writer(self._core.run_batch, meta.name)
+        self._writer = Writer(self._core.run_batch, self._core.release, meta.name)
         self._calls = Calls(module, meta.owner, self._writer, self._procedure_pool)
         self.hooks: Hooks = self._core.hooks  # on_commit, on_schedule_change, on_panic, on_batch
         self._hub: Any = None  # runtime/subscriptions.py's Hub, made by the first subscribe

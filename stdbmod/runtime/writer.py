@@ -1,10 +1,11 @@
 """The write path: one writer at a time, with group commit.
 
 Every write goes through here. Callers hand over a job and wait on a future. The writer thread
-takes everything queued at that moment (a lone job is a batch of one: nobody waits for company;
-after a shared batch it waits briefly for that batch's callers to call again, `_gather`), and the
-database runs the batch in one outer storage transaction, each job in a nested one, with
-one commit (one fsync) for all of them. Futures are resolved only after that commit returned.
+takes everything queued at that moment (a lone job is a batch of one: nobody waits for company),
+and the database runs the batch in one outer storage transaction, each job in a nested one, with
+one commit (one fsync) for all of them. Futures are resolved only after that commit returned:
+at once if nothing else is queued, else just before the next batch's commit (`Core.run_batch`'s
+`more`), whose flush leaves the GIL to the callers the answers wake.
 
 A caller that blocks on its result anyway (`Database.call`) may run its job itself, on its own
 thread, when the writer is idle: nothing queued, nothing running. That saves two thread
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from _thread import get_ident
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -27,18 +27,11 @@ from ..errors import DatabaseClosed
 
 MAX_BATCH: Final = 512
 
-# After a shared batch the writer waits for its callers' next calls, as PostgreSQL's
-# `commit_delay` waits for `commit_siblings`: up to GATHER_WAITS pauses of GATHER_PAUSE seconds,
-# only while fewer calls are queued than the last batch held (docs/performance.md, "Thirtieth
-# round"). The wait ends at once when they are there. A wait in vain (concurrency fell, or callers
-# come and go) makes the next shared batch take what is queued without waiting, so that a load
-# whose batches vary pays the whole wait at most every other batch.
-GATHER_WAITS: Final = 5
-GATHER_PAUSE: Final = 0.00002
-
 _STOP: Final = object()
 
 Batch = list[tuple[Any, Any]]  # (job, its Outcome: a Future, Waiter, Done or the caller's own)
+# Runs a batch (`Core.run_batch`); the writer thread passes `more`, callers running their own pass None.
+RunBatch = Callable[[Batch, Callable[[], bool] | None], None]
 
 
 class Outcome(Protocol):
@@ -112,8 +105,9 @@ class Waiter:
 
 
 class Writer:
-    def __init__(self, run_batch: Callable[[Batch], None], name: str) -> None:
+    def __init__(self, run_batch: RunBatch, release: Callable[[], None], name: str) -> None:
         self._run_batch = run_batch
+        self._release = release  # settles what run_batch held back for a next batch (Core.release)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closed = False
         self._lock = threading.Lock()  # guards _closed and _queued
@@ -123,10 +117,8 @@ class Writer:
         # How many jobs the writer thread's last batch held. Callers run their own jobs only after
         # a lone one (1): after a shared batch its callers are all about to call again; had the
         # first of them run alone, the rest would queue behind it and every other commit (fsync)
-        # would carry a single call. The writer waits for that many to come back (`_gather`).
+        # would carry a single call.
         self._last = 1
-        self._patient = True  # whether to wait for them: not right after a wait in vain
-        self._pause: Callable[[float], None] = time.sleep  # how the writer waits for them (tests drive it)
         self._worker = threading.Thread(target=self._loop, name=f"stdbmod-writer-{name}", daemon=True)
         self._worker.start()
 
@@ -176,7 +168,7 @@ class Writer:
         done = Done()
         try:
             self._runner = get_ident()
-            self._run([(job, done)], reraise=True)
+            self._run([(job, done)], None, reraise=True)
         finally:
             self._runner = None
             self._running.release()
@@ -200,15 +192,15 @@ class Writer:
         batch: Batch = [(job, Done()) for job in jobs]
         try:
             self._runner = get_ident()
-            self._run(batch, reraise=True)
+            self._run(batch, None, reraise=True)
         finally:
             self._runner = None
             self._running.release()
         return [done for _, done in batch]
 
-    def _run(self, batch: Batch, reraise: bool = False) -> None:
+    def _run(self, batch: Batch, more: Callable[[], bool] | None, reraise: bool = False) -> None:
         try:
-            self._run_batch(batch)
+            self._run_batch(batch, more)
         except BaseException as e:  # never leave a caller waiting forever
             for _, fut in batch:
                 if not fut.done():
@@ -217,50 +209,40 @@ class Writer:
                 raise  # KeyboardInterrupt and the like, on the caller's own thread
 
     def _loop(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is _STOP:
-                break
-            if self._last > 1:
-                self._gather()
-            with self._running:  # what queues up while a caller runs its own job joins this batch
-                batch = [item]
-                stop = False
-                while len(batch) < MAX_BATCH and not self._queue.empty():
-                    nxt = self._queue.get_nowait()  # only this thread takes from the queue
-                    if nxt is _STOP:
-                        stop = True
-                        break
-                    batch.append(nxt)
-                self._runner = get_ident()
-                try:
-                    self._run(batch)
-                finally:
-                    self._runner = None
-            with self._lock:
-                self._queued -= len(batch)
-                self._last = len(batch)
-            if stop:
-                break
-        with self._running:  # a batch some caller runs itself finishes before close returns
-            pass
+        try:
+            while True:
+                if self._queue.empty():  # no next batch to answer the last one's callers during its flush
+                    with self._running:  # a caller running its own batch settles them too (Core.run_batch)
+                        self._release()
+                item = self._queue.get()
+                if item is _STOP:
+                    break
+                with self._running:  # what queues up while a caller runs its own job joins this batch
+                    batch = [item]
+                    stop = False
+                    while len(batch) < MAX_BATCH and not self._queue.empty():
+                        nxt = self._queue.get_nowait()  # only this thread takes from the queue
+                        if nxt is _STOP:
+                            stop = True
+                            break
+                        batch.append(nxt)
+                    self._runner = get_ident()
+                    try:
+                        self._run(batch, self._more)
+                    finally:
+                        self._runner = None
+                with self._lock:
+                    self._queued -= len(batch)
+                    self._last = len(batch)
+                if stop:
+                    break
+        finally:
+            with self._running:  # a batch some caller runs itself finishes before close returns
+                self._release()
 
-    def _gather(self) -> None:
-        """Wait, briefly, for the last shared batch's callers to call again, so that their calls
-        share this commit: each commit costs a flush, and a batch cut short by a caller still on its
-        way leaves that caller for the next commit, alone."""
-        pause = self._pause
-        pause(0)  # a GIL hand-over: the callers woken by the last commit run
-        if not self._patient:
-            self._patient = True  # the last wait was in vain: this batch takes what is there
-            return
-        waits = GATHER_WAITS
-        while self._queue.qsize() + 1 < self._last:
-            if not waits:
-                self._patient = False
-                return
-            pause(GATHER_PAUSE)
-            waits -= 1
+    def _more(self) -> bool:
+        """Whether calls are queued behind the batch just committed (or the close)."""
+        return not self._queue.empty()
 
     def close(self) -> None:
         """Finish what is queued or running, then stop the thread."""

@@ -71,9 +71,9 @@ def env(tmp_path: Path) -> Iterator[Env]:
     batches: list[int] = []
     run_batch = db._core.run_batch
 
-    def spy(batch: list[tuple[Any, Future[Any]]]) -> None:
+    def spy(batch: list[tuple[Any, Future[Any]]], more: Callable[[], bool] | None) -> None:
         batches.append(len(batch))
-        run_batch(batch)
+        run_batch(batch, more)
 
     db._writer._run_batch = spy
     GATE.clear()

@@ -52,9 +52,9 @@ def _batches(db: Database) -> list[int]:
     sizes: list[int] = []
     run = db._core.run_batch
 
-    def counting(batch: list[Any]) -> None:
+    def counting(batch: list[Any], more: Callable[[], bool] | None) -> None:
         sizes.append(len(batch))
-        run(batch)
+        run(batch, more)
 
     db._writer._run_batch = counting
     return sizes
