@@ -147,6 +147,7 @@ class Core:
                     self._panic(e, batch)
                     return
                 except TransientStorageError as e:
+                    settle_held(held)  # committed before: not kept waiting through the retries' pauses
                     if not tries:
                         started = time.monotonic()
                     tries += 1
@@ -183,7 +184,7 @@ class Core:
                             armed = sched
                         outcomes.append((ok, value))
                         if held and perf_counter_ns() > hold_until:  # a long batch: answer them now
-                            settle(*held.pop())
+                            settle_held(held)
                     # other nodes (PostgreSQL) hear of it if and when it commits: followers read the
                     # log, their scheduler wakes for `armed`. Nobody else writes LMDB or memory: no
                     # message to build for them on every commit.
@@ -194,8 +195,7 @@ class Core:
                     before = self.hooks.before_commit
                     if before is not None:
                         before()
-                    while held:  # the last batch's callers are answered during this flush
-                        settle(*held.pop())
+                    settle_held(held)  # the last batch's callers are answered during this flush
                     if timed:
                         t0 = perf_counter_ns()
                         outer.commit()
@@ -208,6 +208,7 @@ class Core:
                     break
                 except TransientStorageError as e:
                     outer.abort()
+                    settle_held(held)
                     if not tries:
                         started = time.monotonic()
                     tries += 1
@@ -231,8 +232,7 @@ class Core:
                     outer.abort()
                     raise
         finally:
-            while held:
-                settle(*held.pop())
+            settle_held(held)
         if more is not None and more():
             self._held = (batch, outcomes)
         else:
@@ -367,6 +367,12 @@ def settle(batch: list[tuple[Job, Future[Any]]], outcomes: list[tuple[bool, Any]
             fut.set_result(value)
         else:
             fut.set_exception(value)
+
+
+def settle_held(held: list[Held]) -> None:
+    """Settle what `held` holds (run_batch's last batch, if held back), once."""
+    while held:
+        settle(*held.pop())
 
 
 class _Unwound(Exception):

@@ -13,7 +13,10 @@ import msgspec
 import pytest
 
 from stdbmod import Database, Module, PrimaryKey, ReducerContext
+from stdbmod.errors import TransientStorageError
 from stdbmod.runtime.writer import Batch, Writer
+from stdbmod.storage import WriteTxn
+from stdbmod.storage.memory import MemoryStorage
 from tests.conftest import ALICE
 
 m = Module("answers")
@@ -120,6 +123,43 @@ def test_a_failed_next_batch_still_answers_the_one_before(db: Database) -> None:
     assert held.result(10) is None  # committed before: answered though the next batch failed
     with db.read() as v:
         assert [r.text for r in v.db.item.iter()] == ["held"]
+
+
+class _FlakyBegin(MemoryStorage):
+    """Its next write transaction, when `fail` is set, fails once as a lost connection would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail = False
+        self.retried: list[bool] = []  # whether the watched call had been answered, at each retry
+
+    def begin_write(self) -> WriteTxn:
+        if self.fail:
+            self.fail = False
+            self.retried.append(False)
+            raise TransientStorageError("connection lost (injected)")
+        if self.retried and not self.retried[-1]:
+            self.retried[-1] = watched[0].done()
+        return super().begin_write()
+
+
+def test_a_next_batch_run_again_answers_the_one_before_first() -> None:
+    storage = _FlakyBegin()
+    db = Database.create(storage, m, owner=ALICE)
+    gate.clear()
+    entered.clear()
+    watched.clear()
+    seen.clear()
+    try:
+        held = _busy(db)
+        behind = db.submit("peek", sender=ALICE)
+        storage.fail = True  # the batch behind `hold` fails to begin, and is run again
+        gate.set()
+        assert behind.result(10) is None
+        assert storage.retried == [True]  # answered before the retry, not kept through its pauses
+        assert held.result(10) is None
+    finally:
+        db.close()
 
 
 def test_only_the_writer_threads_batches_may_be_held() -> None:
