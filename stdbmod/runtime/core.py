@@ -147,11 +147,9 @@ class Core:
                     self._panic(e, batch)
                     return
                 except TransientStorageError as e:
-                    settle_held(held)  # committed before: not kept waiting through the retries' pauses
-                    if not tries:
-                        started = time.monotonic()
                     tries += 1
-                    if self._again(e, batch, started, tries):
+                    started = started or time.monotonic()  # the first failure's time
+                    if self._again(e, batch, held, started, tries):
                         continue
                     return
                 serial = outer.serial()
@@ -208,11 +206,9 @@ class Core:
                     break
                 except TransientStorageError as e:
                     outer.abort()
-                    settle_held(held)
-                    if not tries:
-                        started = time.monotonic()
                     tries += 1
-                    if self._again(e, batch, started, tries):
+                    started = started or time.monotonic()  # the first failure's time
+                    if self._again(e, batch, held, started, tries):
                         continue
                     return
                 except StorageFull:
@@ -258,9 +254,11 @@ class Core:
         if held is not None:
             settle(*held)
 
-    def _again(self, e: TransientStorageError, batch: list[tuple[Job, Future[Any]]], started: float, tries: int) -> bool:
+    def _again(self, e: TransientStorageError, batch: list[tuple[Job, Future[Any]]], held: list[Held], started: float, tries: int) -> bool:
         """Whether to run the batch again after a transient storage failure (after a pause that
-        grows with the tries); if not, every job of the batch gets the error."""
+        grows with the tries); if not, every job of the batch gets the error. The last batch's
+        outcomes, if still `held`, are settled first: committed, they do not wait for the pauses."""
+        settle_held(held)
         if time.monotonic() - started > RETRY_FOR:
             log.error("storage failed for %.0f s, giving up on a batch of %d: %s", RETRY_FOR, len(batch), e)
             for _, fut in batch:

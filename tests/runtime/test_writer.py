@@ -5,46 +5,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Any
 
-import msgspec
 import pytest
 
-from stdbmod import Database, Module, PrimaryKey, ReducerContext
+from stdbmod import Database
 from stdbmod.errors import DatabaseClosed
 from tests.conftest import ALICE
-
-m = Module("writer")
-gate = threading.Event()
-entered = threading.Event()
-threads_seen: list[int] = []
-
-
-@m.table
-class Item(msgspec.Struct):
-    id: Annotated[int, PrimaryKey(auto_inc=True)]
-    text: str
-
-
-@m.reducer
-def add(ctx: ReducerContext, text: str) -> int:
-    threads_seen.append(threading.get_ident())
-    return int(ctx.db.item.insert(Item(0, text)).id)
-
-
-@m.reducer
-def hold(ctx: ReducerContext) -> None:
-    """Keep the writer busy until the test opens the gate."""
-    entered.set()
-    assert gate.wait(10)
-    ctx.db.item.insert(Item(0, "held"))
+from tests.runtime.busy_writer import entered, gate, m, reset, threads_seen
 
 
 @pytest.fixture
 def db(make_db: Callable[..., Database]) -> Database:
-    gate.clear()
-    entered.clear()
-    threads_seen.clear()
+    reset()
     return make_db(m)
 
 

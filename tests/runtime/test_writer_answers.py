@@ -7,51 +7,22 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Annotated, Any
+from typing import Any
 
-import msgspec
 import pytest
 
-from stdbmod import Database, Module, PrimaryKey, ReducerContext
+from stdbmod import Database
 from stdbmod.errors import TransientStorageError
 from stdbmod.runtime.writer import Batch, Writer
 from stdbmod.storage import WriteTxn
 from stdbmod.storage.memory import MemoryStorage
 from tests.conftest import ALICE
-
-m = Module("answers")
-gate = threading.Event()
-entered = threading.Event()
-watched: list[Future[Any]] = []
-seen: list[bool] = []  # whether the watched call had been answered, as `peek` ran
-
-
-@m.table
-class Item(msgspec.Struct):
-    id: Annotated[int, PrimaryKey(auto_inc=True)]
-    text: str
-
-
-@m.reducer
-def hold(ctx: ReducerContext) -> None:
-    """Keep the writer busy until the test opens the gate."""
-    entered.set()
-    assert gate.wait(10)
-    ctx.db.item.insert(Item(0, "held"))
-
-
-@m.reducer
-def peek(ctx: ReducerContext) -> None:
-    seen.append(watched[0].done())
-    ctx.db.item.insert(Item(0, "peek"))
+from tests.runtime.busy_writer import entered, gate, m, reset, seen, watched
 
 
 @pytest.fixture
 def db(make_db: Callable[..., Database]) -> Database:
-    gate.clear()
-    entered.clear()
-    watched.clear()
-    seen.clear()
+    reset()
     return make_db(m)
 
 
@@ -146,10 +117,7 @@ class _FlakyBegin(MemoryStorage):
 def test_a_next_batch_run_again_answers_the_one_before_first() -> None:
     storage = _FlakyBegin()
     db = Database.create(storage, m, owner=ALICE)
-    gate.clear()
-    entered.clear()
-    watched.clear()
-    seen.clear()
+    reset()
     try:
         held = _busy(db)
         behind = db.submit("peek", sender=ALICE)
