@@ -87,7 +87,9 @@ class Core:
         self._next_offset: int | None = None
         self._spent: list[int] = []  # a timed batch's job durations (hooks.on_batch)
         self._tx: Transaction | None = None  # every job's, reset for each (Transaction.reset)
-        self._held: Held | None = None  # a batch's outcomes held back (run_batch's `more`)
+        # the last batch's outcomes, if held back (run_batch's `more`): at most one; a list, so
+        # that settling it in place empties it for whoever holds it
+        self._held: list[Held] = []
         self.hold_for_ns = HOLD_FOR_NS
 
     # --- batches -------------------------------------------------------------------------------
@@ -114,10 +116,7 @@ class Core:
         the next batch's calls (docs/architecture.md, "Decisions changed"); if that batch's calls
         run longer than `hold_for_ns`, between two of them. `release` settles them when no next
         batch comes."""
-        # the last batch's outcomes, if held back: this batch's commit settles them, whatever
-        # happens to it (a list: compiled, a local narrowed to None in the try stays so in finally)
-        held: list[Held] = [] if self._held is None else [self._held]
-        self._held = None
+        held = self._held  # this batch's commit settles them, whatever happens to it
         hold_until = perf_counter_ns() + self.hold_for_ns if held else 0
         try:
             if self.broken is not None:
@@ -230,7 +229,7 @@ class Core:
         finally:
             settle_held(held)
         if more is not None and more():
-            self._held = (batch, outcomes)
+            held.append((batch, outcomes))
         else:
             settle(batch, outcomes)
         hooks = self.hooks
@@ -249,10 +248,7 @@ class Core:
 
     def release(self) -> None:
         """Settle the outcomes `run_batch` held back for a next batch that did not come."""
-        held: Held | None = self._held
-        self._held = None
-        if held is not None:
-            settle(*held)
+        settle_held(self._held)
 
     def _again(self, e: TransientStorageError, batch: list[tuple[Job, Future[Any]]], held: list[Held], started: float, tries: int) -> bool:
         """Whether to run the batch again after a transient storage failure (after a pause that
