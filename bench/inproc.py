@@ -42,11 +42,14 @@ def single(path: str, n: int, durable: bool = True) -> float:
         db.close()
 
 
-def subscribed(path: str, n: int, subscribers: int = 100) -> float:
+def subscribed(path: str, n: int, subscribers: int = 100, chunks: int = 10) -> float:
     """Lifecycles/s with `subscribers` live subscribers of a table the lifecycle never writes,
     over the same without any (fsync off, so the disk's noise does not hide a few percent): what
-    live subscriptions cost calls that concern none of them. Each side on a fresh database."""
-    rates = []
+    live subscriptions cost calls that concern none of them. Each side on a fresh database, both
+    open at once: the `n` lifecycles a side run in `chunks` turns, the sides alternating in the
+    order ABBA, so that the machine's drift within the run (a few percent in a second on the
+    shared machines of docs/performance.md) falls on both sides alike."""
+    sides = []
     for subs in (0, subscribers):
         db, q = _open(os.path.join(path, str(subs)), durable=False)
         # every table the lifecycle writes is in a record of its first jobs; subscribe to another
@@ -54,15 +57,24 @@ def subscribed(path: str, n: int, subscribers: int = 100) -> float:
         written = {c.table for r in db.commit_log() for c in r.changes}
         quiet = next(t for t in q.module.tables if t not in written)
         handles = [db.subscribe([f"SELECT * FROM {quiet}"], lambda e: None, sender=q.sender, inline=True) for _ in range(subs)]
-        try:
-            t0 = time.perf_counter()
-            _lifecycle(db, q, 3, n, "w0")
-            rates.append(n / (time.perf_counter() - t0))
-        finally:
+        sides.append((db, q, handles))
+    spent = [0.0, 0.0]
+    done = [3, 3]
+    try:
+        for turn in range(chunks):
+            for side in ((0, 1) if turn % 2 == 0 else (1, 0)):
+                db, q, _ = sides[side]
+                count = n * (turn + 1) // chunks - n * turn // chunks
+                t0 = time.perf_counter()
+                _lifecycle(db, q, done[side], count, "w0")
+                spent[side] += time.perf_counter() - t0
+                done[side] += count
+    finally:
+        for db, _, handles in sides:
             for h in handles:
                 h.unsubscribe()
             db.close()
-    return rates[1] / rates[0]
+    return spent[0] / spent[1]
 
 
 def threaded(path: str, n: int, threads: int = 16) -> float:
