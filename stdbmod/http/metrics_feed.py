@@ -4,9 +4,9 @@ events off its thread.
 The runtime tells two hooks after every committed batch, on the writer thread: `on_commit` (the
 batch's commit records) and `on_batch` (each call's and the commit's duration). Here each only
 appends what it is given to a deque: O(1), no decoding, no lock the writer could wait on. A
-daemon thread drains the deques when the writer starts its next commit (`before_commit`: the
-commit's flush runs without the GIL, and the event loop is waiting for its answers, so the drain
-takes a GIL nobody needs then), and at least once a second; every reader drains them first (a
+daemon thread drains the deques when the writer starts a commit with `DRAIN_EVERY` commits
+undrained (`before_commit`: the commit's flush runs without the GIL, so the drain takes a GIL
+the writer does not need then), and at least once a second; every reader drains them first (a
 scrape, a dashboard poll), so a reader sees every commit made before it started. Draining decodes just the
 task table's rows of each record into `TaskEvent`s for the listeners: the Prometheus counters
 and the dashboard's throughput.
@@ -19,7 +19,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
@@ -32,11 +32,12 @@ from .metrics_access import has_tasks
 log = logging.getLogger("stdbmod.http")
 
 DRAIN_SECONDS = 1.0
+DRAIN_EVERY = 8  # commits left undrained that wake the drain at the next commit's flush
 # The reducers that reap ended leases: an attempt they end is a lease expiry.
 REAPERS = frozenset({"sweep_leases", "reap_lease"})
 
 
-class TaskEvent(NamedTuple):
+class TaskEvent(msgspec.Struct, frozen=True, gc=False):
     kind: str  # enqueued, started, completed, failed, lease_expired, dead
     queue: str
     job_type: str
@@ -47,26 +48,26 @@ class TaskEvent(NamedTuple):
 
 # What an event needs of a task row, by position: the columns of tables.Task up to the last one
 # wanted, the others left as raw bytes. A drain holds the GIL the writer and the event loop need,
-# and decoding every column (payloads, times through their hook) was most of its time.
-_WANTED: dict[str, Any] = {
-    "id": int, "queue": str, "job_type": str, "status": TaskStatus, "dead_reason": DeadReason | None, "attempts": int,
-    "last_attempted_at": int | None,  # stored as integer microseconds
-}
+# and decoding every column (payloads, times through their hook) was most of its time. Every row
+# is read up to `attempts`; only a row whose attempt just ended is read again, further, for when
+# the attempt started (each column skipped still costs a `Raw`).
+_WANTED: dict[str, Any] = {"id": int, "queue": str, "job_type": str, "status": TaskStatus, "dead_reason": DeadReason | None, "attempts": int}
+_ENDED: dict[str, Any] = {"last_attempted_at": int | None}  # stored as integer microseconds
 _COLUMNS = [f.name for f in msgspec.structs.fields(Task)]
-_Seen: Any = msgspec.defstruct(
-    "_Seen", [(n, _WANTED.get(n, msgspec.Raw)) for n in _COLUMNS[: 1 + max(map(_COLUMNS.index, _WANTED))]], array_like=True
-)
-_seen_decoder = msgspec.msgpack.Decoder(_Seen)
 
 
-def _seen(form: RowFormat, raw: bytes) -> Any:
-    """A stored task row's wanted columns; a row stored in the older map form is read whole."""
-    try:
-        return _seen_decoder.decode(raw)
-    except msgspec.ValidationError:
-        if not is_map(raw):
-            raise
-        return _seen_decoder.decode(form.hashed(raw, ARRAY))
+def _prefix(name: str, wanted: dict[str, Any]) -> Any:
+    last = max(map(_COLUMNS.index, wanted))
+    return msgspec.defstruct(name, [(n, wanted.get(n, msgspec.Raw)) for n in _COLUMNS[: 1 + last]], array_like=True)
+
+
+_seen_decoder = msgspec.msgpack.Decoder(_prefix("_Seen", _WANTED))
+_ended_decoder = msgspec.msgpack.Decoder(_prefix("_Ended", _ENDED))
+
+
+def _stored(form: RowFormat, raw: bytes) -> bytes:
+    """A stored task row in the array form; a row stored in the older map form is converted."""
+    return form.hashed(raw, ARRAY) if is_map(raw) else raw
 
 
 TaskListener = Callable[[list[TaskEvent]], None]
@@ -131,9 +132,11 @@ class Feed:
 
     def _before_commit(self) -> None:
         # The writer is about to flush, without the GIL: what the last commits left is drained
-        # then, while the event loop waits for their answers, instead of once a second in
-        # ~50 ms stretches under load that the writer and the event loop queued behind.
-        if self._records or self._batches:
+        # then, instead of once a second in ~50 ms stretches under load that the writer and the
+        # event loop queued behind. Not after every commit: each wake-up of this thread, and its
+        # turn at the GIL, cost more than the drain of one commit (docs/performance.md,
+        # "Thirty-second round").
+        if len(self._records) >= DRAIN_EVERY or len(self._batches) >= DRAIN_EVERY:
             self._wake.put(None)
 
     # --- the readers' side ----------------------------------------------------------------------
@@ -160,14 +163,15 @@ class Feed:
                 times = self._batches.popleft()
                 for b in self.batch_listeners:
                     b(times)
+            events: list[TaskEvent] = []  # every commit's, so each listener is called once a drain
             while self._records:
                 records = self._records.popleft()
-                if self._form is None:
-                    continue
-                events = [e for r in records for e in self.task_events(r)]
-                if events:
-                    for t in self.task_listeners:
-                        t(events)
+                if self._form is not None:
+                    for r in records:
+                        events.extend(self.task_events(r))
+            if events:
+                for t in self.task_listeners:
+                    t(events)
 
     def task_events(self, record: CommitRecord) -> list[TaskEvent]:
         """What one transaction did to tasks, from its net row changes (it holds the task rows
@@ -183,12 +187,13 @@ class Feed:
             return []
         before: dict[int, Any] = {}
         for raw in change.deletes:
-            was = _seen(form, raw)
+            was = _seen_decoder.decode(_stored(form, raw))
             before[was.id] = was
         out: list[TaskEvent] = []
         at = record.timestamp
         for raw in change.inserts:
-            after = _seen(form, raw)
+            raw = _stored(form, raw)
+            after = _seen_decoder.decode(raw)
             was = before.get(after.id)
             q, jt = after.queue, after.job_type
             if was is None:
@@ -198,7 +203,8 @@ class Feed:
                 out.append(TaskEvent("started", q, jt, at))
             ran = was is not None and was.status is TaskStatus.RUNNING
             if after.status is not TaskStatus.RUNNING and (ran or started > 0):
-                took = None if after.last_attempted_at is None else max(at - after.last_attempted_at, 0) / 1e6
+                began = _ended_decoder.decode(raw).last_attempted_at
+                took = None if began is None else max(at - began, 0) / 1e6
                 if after.status is TaskStatus.COMPLETED:
                     out.append(TaskEvent("completed", q, jt, at, took))
                 else:

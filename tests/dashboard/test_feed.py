@@ -159,9 +159,10 @@ def test_before_commit_runs_ahead_of_each_commit(tmp_path: Path) -> None:
     assert seen == [("before", first), ("commit", first), ("before", first + 1), ("commit", first + 1)]
 
 
-def test_the_next_commit_wakes_the_drain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A commit wakes the feed's thread to drain what earlier commits left (while its flush runs
-    without the GIL), without waiting for the once-a-second drain (here an hour away)."""
+def test_a_commit_after_enough_undrained_ones_wakes_the_drain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit with `DRAIN_EVERY` commits left undrained wakes the feed's thread to drain them
+    (while its flush runs without the GIL), without waiting for the once-a-second drain (here an
+    hour away); the commits before it, with fewer left, do not."""
     monkeypatch.setattr(metrics_feed, "DRAIN_SECONDS", 3600.0)
     db = Database.create(tmp_path / "w", create_retry_module().module, owner=ADMIN, durable=False)
     feed = Feed()
@@ -175,11 +176,13 @@ def test_the_next_commit_wakes_the_drain(tmp_path: Path, monkeypatch: pytest.Mon
     feed.task_listeners.append(listen)
     feed.attach(db)
     try:
-        db.call("submit", "first", None, None, sender=ADMIN)
-        assert not drained.is_set()  # nothing was queued when it committed: no wake-up
-        db.call("submit", "second", None, None, sender=ADMIN)
-        assert drained.wait(30), "the second commit did not wake the drain"
-        assert [(e.kind, e.job_type) for e in events][:1] == [("enqueued", "first")]
+        for i in range(metrics_feed.DRAIN_EVERY):
+            db.call("submit", f"job{i}", None, None, sender=ADMIN)
+        assert not drained.is_set()  # at most DRAIN_EVERY - 1 were left when each committed: no wake-up
+        db.call("submit", "last", None, None, sender=ADMIN)
+        assert drained.wait(30), "the commit after DRAIN_EVERY undrained ones did not wake the drain"
+        # the drain may run after the last commit too: then it hands on that one as well
+        assert [(e.kind, e.job_type) for e in events][: metrics_feed.DRAIN_EVERY] == [("enqueued", f"job{i}") for i in range(metrics_feed.DRAIN_EVERY)]
     finally:
         feed.detach()
         db.close()
