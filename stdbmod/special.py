@@ -18,11 +18,13 @@ from typing import Annotated, Any, ClassVar, Final
 import blake3
 import msgspec
 
+from ._mypyc import mypyc_attr
 from .errors import InvalidValue, WrongType
 
 __all__ = ["ConnectionId", "Identity", "TimeDuration", "Timestamp"]
 
 
+@mypyc_attr(acyclic=True)
 class _Bytes:
     """A fixed-width byte string shown as lowercase big-endian hex."""
 
@@ -77,6 +79,7 @@ class _Bytes:
         return (type(self), (self._b,))
 
 
+@mypyc_attr(acyclic=True)
 class Identity(_Bytes):
     """A 32-byte identity. Derived from a token's issuer and subject as SpacetimeDB does
     (`Identity::from_claims`), so every derived identity's hex starts with ``c200``."""
@@ -98,6 +101,7 @@ class Identity(_Bytes):
         return self._b.hex()[:16]
 
 
+@mypyc_attr(acyclic=True)
 class ConnectionId(_Bytes):
     """A 16-byte connection id, random per connection; SpacetimeDB treats all-zero as none."""
 
@@ -117,6 +121,7 @@ SHORT_MIN: Final = -4611686018427387904  # -(2**62)
 SHORT_MAX: Final = 4611686018427387903  # 2**62 - 1
 
 
+@mypyc_attr(acyclic=True)
 class _Micros:
     __slots__ = ("micros",)
     micros: int
@@ -161,6 +166,7 @@ class _Micros:
         return (type(self), (self.micros,))
 
 
+@mypyc_attr(acyclic=True)
 class TimeDuration(_Micros):
     """A signed duration in microseconds."""
 
@@ -192,6 +198,7 @@ _CYCLE_DAYS = 146_097  # the Gregorian calendar repeats every 400 years
 _CYCLE_MICROS = _CYCLE_DAYS * 86_400 * 1_000_000
 
 
+@mypyc_attr(acyclic=True)
 class Timestamp(_Micros):
     """Microseconds since the Unix epoch, as SpacetimeDB's `Timestamp`.
 

@@ -3,6 +3,7 @@ clean removes every compiled file, and where CI built it the suite really runs c
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from stdbmod import compiled
+from stdbmod import compiled, special
 
 SUFFIX = EXTENSION_SUFFIXES[0]
 
@@ -93,3 +94,15 @@ def test_every_hot_module_runs_compiled() -> None:
         mod = importlib.import_module("stdbmod." + m.replace("/", "."))
         assert mod.__file__ is not None and mod.__file__.endswith(SUFFIX), f"{m} runs from {mod.__file__}"
     assert sys.modules["stdbmod.runtime.core"].__loader__.__class__.__name__ == "ExtensionFileLoader"
+
+
+@pytest.mark.skipif(not special.NATIVE, reason="the value classes are native classes only in the compiled build")
+def test_the_value_classes_stay_out_of_the_cycle_collector() -> None:
+    # mypyc_attr(acyclic=True) in special.py: a completed task carries five Timestamps, and
+    # tracked ones made the collector run and walk them (docs/architecture.md)
+    values = [special.Timestamp(1), special.TimeDuration(2), special.Identity(bytes(32)), special.ConnectionId(bytes(16))]
+    assert [gc.is_tracked(v) for v in values] == [False] * 4
+    before = gc.get_count()[0]
+    kept = [special.Timestamp(i) for i in range(1_000)]
+    assert gc.get_count()[0] - before < 10  # a tracked class would count each of the 1,000
+    assert kept[999].micros == 999
