@@ -1,7 +1,8 @@
 """The optional compiled build: the reducer call's hot path compiled with mypyc, in place.
 
     pip install -e '.[compiled]'          # mypy (mypyc) and setuptools; a C compiler is needed
-    python -m stdbmod.compiled build      # ~45 s on 2 cores: a .so beside each, one shared library
+    python -m stdbmod.compiled build      # a .so beside each, one shared library; with GCC, guided by a profile
+    python -m stdbmod.compiled build --no-profile   # one compile instead of two and a training run
     python -m stdbmod.compiled status     # which modules run compiled
     python -m stdbmod.compiled clean      # back to pure Python
 
@@ -17,6 +18,7 @@ import glob
 import os
 import sys
 from importlib.machinery import EXTENSION_SUFFIXES
+from typing import Any
 
 from ._mypyc import HOT, PACKAGE, StaleBuild, built_modules, check
 
@@ -48,34 +50,96 @@ def clean(package: str = PACKAGE) -> list[str]:
     return removed
 
 
-def build() -> list[str]:
-    """Compile the hot modules in place: an extension beside each, and their shared library."""
+def build(profile: bool = True) -> list[str]:
+    """Compile the hot modules in place: an extension beside each, and their shared library.
+    With GCC on Linux, the library calls its own functions directly and, with `profile`, is
+    compiled twice: instrumented, run on `compiled_training`'s workload, then laid out by what
+    ran (docs/performance.md, "Thirty-eighth round")."""
     import tempfile
 
     from mypyc.build import mypycify  # main() says what to install when these are missing
-    from setuptools import setup
 
     clean()
     root = os.path.dirname(PACKAGE)
     paths = [os.path.join("stdbmod", m + ".py") for m in HOT]
+    gcc = _gcc()
     with tempfile.TemporaryDirectory() as work, contextlib.chdir(root):
         # one group, so one shared library (stdbmod/_native__mypyc): compiled per module
         # (separate=True) the calls between modules cost more than the interpreter saved,
         # 8% more CPU a call on this machine (docs/performance.md)
         ext = mypycify(paths, opt_level="3", group_name=GROUP, target_dir=os.path.join(work, "c"))
-        setup(
-            name="stdbmod-compiled",
-            ext_modules=ext,
-            script_args=["-q", "build_ext", "--inplace", "--build-temp", os.path.join(work, "o"), "--build-lib", os.path.join(work, "lib")],
-        )
+        direct = list(DIRECT_CALLS) if gcc else []
+        if gcc and profile:
+            _compile(ext, work, "instrumented", [*direct, *PROFILE_GENERATE], [*LINK_DIRECT, *PROFILE_GENERATE])
+            trained = _train(root, work)
+            if trained is None:
+                _compile(ext, work, "plain", direct, LINK_DIRECT, force=True)
+            else:
+                _compile(ext, work, "profiled", [*direct, *PROFILE_USE], LINK_DIRECT, force=True)
+        else:
+            _compile(ext, work, "plain", direct, LINK_DIRECT if gcc else [])
     return compiled()
+
+
+# GCC on Linux (ELF): the library's calls to its own functions (mypyc's runtime, each module's
+# functions) bound at link time instead of through the PLT, and libpython's through the GOT
+# without a PLT stub: fewer indirect jumps, less code in the instruction cache.
+DIRECT_CALLS = ("-fno-plt", "-fno-semantic-interposition")
+LINK_DIRECT = ["-Wl,-Bsymbolic-functions"]
+# Atomic counters: the writer thread runs most of the workload. Partial training: what the
+# workload never runs (the HTTP modules' routes, errors) is optimized as without a profile.
+PROFILE_GENERATE = ["-fprofile-generate", "-fprofile-update=atomic"]
+PROFILE_USE = ["-fprofile-use", "-fprofile-partial-training", "-Wno-missing-profile"]
+_ADDED = {*DIRECT_CALLS, *LINK_DIRECT, *PROFILE_GENERATE, *PROFILE_USE}  # what a stage sets, so the next replaces it
+
+
+def _gcc() -> bool:
+    """Whether extensions are compiled by GCC for ELF (the flags above are GCC's and GNU ld's)."""
+    import subprocess
+    import sysconfig
+
+    if not sys.platform.startswith("linux"):
+        return False
+    cc = (os.environ.get("CC") or str(sysconfig.get_config_var("CC") or "cc")).split()
+    try:
+        out = subprocess.run([cc[0], "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "Free Software Foundation" in out
+
+
+def _compile(ext: list[Any], work: str, stage: str, cflags: list[str], ldflags: list[str], force: bool = False) -> None:
+    """Build the extensions in place with these flags; the objects stay in work/o, so the
+    profile that the instrumented stage's run writes beside them is found by the next stage."""
+    from setuptools import setup
+
+    for e in ext:
+        e.extra_compile_args = [a for a in e.extra_compile_args if a not in _ADDED] + cflags
+        e.extra_link_args = [a for a in e.extra_link_args if a not in _ADDED] + ldflags
+    args = ["-q", "build_ext", "--inplace", "--build-temp", os.path.join(work, "o"), "--build-lib", os.path.join(work, "lib-" + stage)]
+    setup(name="stdbmod-compiled", ext_modules=ext, script_args=args + (["--force"] if force else []))
+
+
+
+def _train(root: str, work: str) -> int | None:
+    """Run the training workload on the instrumented build in a process of its own (the profile
+    is written when it exits); None if it failed, and why on stderr."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    cmd = [sys.executable, "-m", "stdbmod.compiled_training", os.path.join(work, "training")]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root, timeout=600)
+    if r.returncode != 0:
+        print(f"warning: the profile's training run failed, so the build has no profile:\n{r.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return int(r.stdout.split()[2])
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if args == ["build"]:
+    if args in (["build"], ["build", "--no-profile"]):
         try:
-            done = build()
+            done = build(profile=args == ["build"])
         except ImportError as e:
             print(f"error: the compiled build needs mypy and setuptools: pip install 'stdbmod[compiled]' ({e.name} is missing)", file=sys.stderr)
             return 2
@@ -88,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         done = compiled()
         print(f"{len(done)} of {len(HOT)} hot modules compiled" + (f": {', '.join(done)}" if done else " (pure Python)"))
         return 0
-    print("usage: python -m stdbmod.compiled build | clean | status", file=sys.stderr)
+    print("usage: python -m stdbmod.compiled build [--no-profile] | clean | status", file=sys.stderr)
     return 2
 
 

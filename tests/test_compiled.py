@@ -6,13 +6,19 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+import re
+import shutil
+import subprocess
 import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from stdbmod import compiled, special
+from stdbmod import compiled, compiled_training, special
+from stdbmod.retry import TaskStatus
+from stdbmod.runtime.database import Database
 
 SUFFIX = EXTENSION_SUFFIXES[0]
 
@@ -76,7 +82,7 @@ def test_a_module_compiled_by_an_earlier_build_is_checked_and_cleaned(tmp_path: 
 
 def test_the_command_says_its_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert compiled.main(["nonsense"]) == 2
-    assert "usage: python -m stdbmod.compiled build | clean | status" in capsys.readouterr().err
+    assert "usage: python -m stdbmod.compiled build [--no-profile] | clean | status" in capsys.readouterr().err
     assert compiled.main(["status"]) == 0
     assert "hot modules compiled" in capsys.readouterr().out
 
@@ -112,3 +118,62 @@ def test_the_value_classes_stay_out_of_the_cycle_collector() -> None:
         if was_enabled:
             gc.enable()
     assert kept[999].micros == 999
+
+
+def test_the_training_workload_completes_every_task_it_enqueues(tmp_path: Path) -> None:
+    # the profile-guided stage lays the library out by what this ran: it must run the lifecycle
+    assert compiled_training.train(str(tmp_path / "db"), lifecycles=30, batch=7) == 60
+    from stdbmod.retry import create_retry_module
+
+    with Database.open(str(tmp_path / "db"), create_retry_module("retry").module) as db, db.read() as view:
+        statuses = [t.status for t in view.db.task.iter()]
+    assert len(statuses) == 60 and set(statuses) == {TaskStatus.COMPLETED}
+
+
+def test_a_failed_training_run_builds_without_a_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a tree whose training module fails, standing in for the tree being built (its root is first on the path)
+    (tmp_path / "stdbmod").mkdir()
+    (tmp_path / "stdbmod/__init__.py").write_text("")
+    (tmp_path / "stdbmod/compiled_training.py").write_text("raise SystemExit('no training here')")
+    assert compiled._train(str(tmp_path), str(tmp_path / "work")) is None
+    assert "the profile's training run failed, so the build has no profile" in capsys.readouterr().err
+
+
+def test_the_profile_flags_are_gccs_and_replace_each_other_between_stages(monkeypatch: pytest.MonkeyPatch) -> None:
+    import setuptools
+
+    class Ext:
+        extra_compile_args = ["-DKEEP"]
+        extra_link_args: list[str] = []
+
+    seen: list[tuple[list[str], list[str], list[str]]] = []
+
+    def fake_setup(**kw: Any) -> None:
+        [ext] = kw["ext_modules"]
+        seen.append((list(ext.extra_compile_args), list(ext.extra_link_args), list(kw["script_args"])))
+
+    monkeypatch.setattr(setuptools, "setup", fake_setup)
+    e = Ext()
+    compiled._compile([e], "/w", "instrumented", [*compiled.DIRECT_CALLS, *compiled.PROFILE_GENERATE], [*compiled.LINK_DIRECT, *compiled.PROFILE_GENERATE])
+    compiled._compile([e], "/w", "profiled", [*compiled.DIRECT_CALLS, *compiled.PROFILE_USE], compiled.LINK_DIRECT, force=True)
+    assert seen[0][0] == ["-DKEEP", "-fno-plt", "-fno-semantic-interposition", "-fprofile-generate", "-fprofile-update=atomic"]
+    assert seen[1][:2] == (
+        ["-DKEEP", "-fno-plt", "-fno-semantic-interposition", "-fprofile-use", "-fprofile-partial-training", "-Wno-missing-profile"],
+        ["-Wl,-Bsymbolic-functions"],
+    )
+    # the same objects' directory (the profile is found beside them), every object compiled again
+    assert seen[0][2][seen[0][2].index("--build-temp") + 1] == seen[1][2][seen[1][2].index("--build-temp") + 1] == "/w/o"
+    assert "--force" in seen[1][2] and "--force" not in seen[0][2]
+
+
+@pytest.mark.skipif(os.environ.get("STDBMOD_EXPECT_COMPILED") != "1", reason="only where CI built the compiled build")
+@pytest.mark.skipif(not compiled._gcc() or shutil.which("objdump") is None, reason="the direct calls are GCC's and GNU ld's; objdump reads them")
+def test_the_library_calls_its_own_functions_directly() -> None:
+    # -Wl,-Bsymbolic-functions and -fno-plt: mypyc's runtime helpers (CPy_*) and the modules'
+    # functions are called without the PLT (docs/performance.md, "Thirty-eighth round")
+    lib = Path(compiled.__file__).parent / f"{compiled.LIBRARY}{SUFFIX}"
+    asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(lib)], capture_output=True, text=True, check=True).stdout
+    calls = [line for line in asm.splitlines() if "\tcall " in line]
+    assert any("<CPy_AddTraceback>" in c for c in calls)  # the helper is there, called directly
+    ours = [c for c in calls if re.search(r"<_?(CPy|Py)\w*@plt>", c)]  # the C runtime's own (__cxa_finalize) aside
+    assert not ours, ours[:5]

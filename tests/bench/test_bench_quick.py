@@ -36,6 +36,13 @@ def test_quick_bench_prints_the_table(tmp_path: Path) -> None:
         if name.startswith(("stdbmod in process", "raw LMDB", "claim latency", "replay", "lifecycle with 100 live")):
             assert row["samples"] and all(v > 0 for v in row["samples"]), name
     assert any("skipped in quick mode" in row["skipped"] for row in rows.values())  # the server peers
+    # The overhead row names each side's own time a call, and they agree with its ratio.
+    over = rows["stdbmod time / raw LMDB time, same operations"]
+    found = re.search(r"stdbmod (\d+) us per call, raw LMDB (\d+);", over["note"])
+    assert found, over["note"]
+    ours_us, raw_us = (int(x) for x in found.groups())
+    ratio = sorted(over["samples"])[len(over["samples"]) // 2]
+    assert raw_us > 0 and abs(ours_us / raw_us - ratio) / ratio < 0.25, (over["note"], over["samples"])
     assert len(data["targets"]) == 6
     assert out_md.read_text().count("| measurement |") >= 3
 
