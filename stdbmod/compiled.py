@@ -120,7 +120,6 @@ def _compile(ext: list[Any], work: str, stage: str, cflags: list[str], ldflags: 
     setup(name="stdbmod-compiled", ext_modules=ext, script_args=args + (["--force"] if force else []))
 
 
-
 def _train(root: str, work: str) -> int | None:
     """Run the training workload on the instrumented build in a process of its own (the profile
     is written when it exits); None if it failed, and why on stderr."""

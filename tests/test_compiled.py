@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from stdbmod import compiled, compiled_training, special
-from stdbmod.retry import TaskStatus
+from stdbmod.retry import TaskStatus, create_retry_module
 from stdbmod.runtime.database import Database
 
 SUFFIX = EXTENSION_SUFFIXES[0]
@@ -123,14 +123,12 @@ def test_the_value_classes_stay_out_of_the_cycle_collector() -> None:
 def test_the_training_workload_completes_every_task_it_enqueues(tmp_path: Path) -> None:
     # the profile-guided stage lays the library out by what this ran: it must run the lifecycle
     assert compiled_training.train(str(tmp_path / "db"), lifecycles=30, batch=7) == 60
-    from stdbmod.retry import create_retry_module
-
     with Database.open(str(tmp_path / "db"), create_retry_module("retry").module) as db, db.read() as view:
         statuses = [t.status for t in view.db.task.iter()]
     assert len(statuses) == 60 and set(statuses) == {TaskStatus.COMPLETED}
 
 
-def test_a_failed_training_run_builds_without_a_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_failed_training_run_gives_no_profile_and_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # a tree whose training module fails, standing in for the tree being built (its root is first on the path)
     (tmp_path / "stdbmod").mkdir()
     (tmp_path / "stdbmod/__init__.py").write_text("")
