@@ -68,16 +68,13 @@ def build(profile: bool = True) -> list[str]:
         # (separate=True) the calls between modules cost more than the interpreter saved,
         # 8% more CPU a call on this machine (docs/performance.md)
         ext = mypycify(paths, opt_level="3", group_name=GROUP, target_dir=os.path.join(work, "c"))
-        direct = list(DIRECT_CALLS) if gcc else []
+        cflags, ldflags = (list(DIRECT_CALLS), LINK_DIRECT) if gcc else ([], [])
         if gcc and profile:
-            _compile(ext, work, "instrumented", [*direct, *PROFILE_GENERATE], [*LINK_DIRECT, *PROFILE_GENERATE])
-            trained = _train(root, work)
-            if trained is None:
-                _compile(ext, work, "plain", direct, LINK_DIRECT, force=True)
-            else:
-                _compile(ext, work, "profiled", [*direct, *PROFILE_USE], LINK_DIRECT, force=True)
+            _compile(ext, work, "instrumented", cflags + PROFILE_GENERATE, ldflags + PROFILE_GENERATE)
+            profiled = _train(root, work)
+            _compile(ext, work, "profiled" if profiled else "plain", cflags + (PROFILE_USE if profiled else []), ldflags, force=True)
         else:
-            _compile(ext, work, "plain", direct, LINK_DIRECT if gcc else [])
+            _compile(ext, work, "plain", cflags, ldflags)
     return compiled()
 
 
@@ -120,9 +117,9 @@ def _compile(ext: list[Any], work: str, stage: str, cflags: list[str], ldflags: 
     setup(name="stdbmod-compiled", ext_modules=ext, script_args=args + (["--force"] if force else []))
 
 
-def _train(root: str, work: str) -> int | None:
+def _train(root: str, work: str) -> bool:
     """Run the training workload on the instrumented build in a process of its own (the profile
-    is written when it exits); None if it failed, and why on stderr."""
+    is written when it exits); False if it failed, and why on stderr."""
     import subprocess
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
@@ -130,8 +127,8 @@ def _train(root: str, work: str) -> int | None:
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root, timeout=600)
     if r.returncode != 0:
         print(f"warning: the profile's training run failed, so the build has no profile:\n{r.stderr[-2000:]}", file=sys.stderr)
-        return None
-    return int(r.stdout.split()[2])
+        return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

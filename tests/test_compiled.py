@@ -133,7 +133,7 @@ def test_a_failed_training_run_gives_no_profile_and_says_why(tmp_path: Path, cap
     (tmp_path / "stdbmod").mkdir()
     (tmp_path / "stdbmod/__init__.py").write_text("")
     (tmp_path / "stdbmod/compiled_training.py").write_text("raise SystemExit('no training here')")
-    assert compiled._train(str(tmp_path), str(tmp_path / "work")) is None
+    assert compiled._train(str(tmp_path), str(tmp_path / "work")) is False
     assert "the profile's training run failed, so the build has no profile" in capsys.readouterr().err
 
 
