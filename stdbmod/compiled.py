@@ -124,11 +124,16 @@ def _train(root: str, work: str) -> bool:
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     cmd = [sys.executable, "-m", "stdbmod.compiled_training", os.path.join(work, "training")]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root, timeout=600)
-    if r.returncode != 0:
-        print(f"warning: the profile's training run failed, so the build has no profile:\n{r.stderr[-2000:]}", file=sys.stderr)
-        return False
-    return True
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as e:  # a hung or unstartable run: the plain build, not a traceback
+        why = str(e)
+    else:
+        if r.returncode == 0:
+            return True
+        why = r.stderr[-2000:]
+    print(f"warning: the profile's training run failed, so the build has no profile:\n{why}", file=sys.stderr)
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:

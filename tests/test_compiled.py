@@ -137,6 +137,16 @@ def test_a_failed_training_run_gives_no_profile_and_says_why(tmp_path: Path, cap
     assert "the profile's training run failed, so the build has no profile" in capsys.readouterr().err
 
 
+def test_a_training_run_that_hangs_gives_no_profile_and_says_why(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def hangs(cmd: list[str], **kw: Any) -> None:
+        raise subprocess.TimeoutExpired(cmd, kw["timeout"])
+
+    monkeypatch.setattr(subprocess, "run", hangs)
+    assert compiled._train("/nowhere", "/nowhere/work") is False
+    err = capsys.readouterr().err
+    assert "the profile's training run failed, so the build has no profile" in err and "timed out after 600 seconds" in err
+
+
 def test_the_profile_flags_are_gccs_and_replace_each_other_between_stages(monkeypatch: pytest.MonkeyPatch) -> None:
     import setuptools
 
