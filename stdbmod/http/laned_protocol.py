@@ -4,7 +4,7 @@ every other request goes to the ASGI app as before. `serve` builds it with `lane
 from __future__ import annotations
 
 from time import perf_counter
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -15,6 +15,11 @@ from .errors import log as http_log
 from .guard import GuardedProtocol
 from .lanes import Lane, Lanes, log
 from .limits import ConnectionLimits
+
+# The bytes of "?" and "%" as ints: CPython looks for a bytes needle in bytes only after trying it
+# as an int and clearing the TypeError that raises (~2,000 instructions a check, two a request)
+_QUERY: Final = 0x3F
+_PERCENT: Final = 0x25
 
 
 class _Pending:
@@ -66,7 +71,7 @@ class LanedProtocol(GuardedProtocol):
         if cycle is not None and not cycle.response_complete:  # pipelined: uvicorn queues it in order
             return None
         url = self.url
-        if b"?" in url or b"%" in url or not url.isascii() or self.expect_100_continue:
+        if _QUERY in url or _PERCENT in url or not url.isascii() or self.expect_100_continue:
             return None
         length: bytes | None = None
         for name, value in self.headers:

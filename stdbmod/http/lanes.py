@@ -67,6 +67,9 @@ class Lanes:
         observe: Observe | None,
     ) -> None:
         self.lanes = [Lane(e) for e in endpoints if e.method == "POST"]
+        # a path without parameters is found by a lookup, not by trying each lane's regex in turn
+        self.exact = {lane.template: lane for lane in self.lanes if not lane.convertors}
+        self.with_params = [lane for lane in self.lanes if lane.convertors]
         self.ctx = ctx
         self.error_handlers = error_handlers
         self.observe = observe
@@ -74,7 +77,10 @@ class Lanes:
     def match(self, path: str) -> tuple[Lane, dict[str, Any]] | None:
         """The lane of `path` with its converted parameters, as Starlette's router would match it
         (no two job paths overlap: tests/http/test_routing.py)."""
-        for lane in self.lanes:
+        exact = self.exact.get(path)
+        if exact is not None:
+            return exact, {}
+        for lane in self.with_params:
             m = lane.regex.match(path)
             if m is not None:
                 return lane, {k: lane.convertors[k].convert(v) for k, v in m.groupdict().items()}

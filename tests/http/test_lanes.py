@@ -16,11 +16,12 @@ import httpx
 import pytest
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Match, Route
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
 from stdbmod.errors import StdbError
-from stdbmod.http import errors, inputs
+from stdbmod.http import errors, inputs, routes_jobs
 from stdbmod.http.guard import protocol
 from stdbmod.http.laned_protocol import LanedProtocol, laned, without_lanes
 from stdbmod.http.lanes import Lanes
@@ -122,6 +123,21 @@ def _answers(writes: list[bytes]) -> list[tuple[int, bytes]]:
         head, _, body = w.partition(b"\r\n\r\n")
         out.append((int(head[:3]), body))
     return out
+
+
+LANE_PATHS = ["/jobs", "/jobs/claim", "/jobs/complete_many", "/jobs/7/complete", "/jobs/7/fail", "/jobs/", "/jobs/x/complete", "/jobs/7/complete/", "/nope"]
+
+
+@pytest.mark.parametrize("path", LANE_PATHS)
+def test_a_lane_is_found_as_starlettes_router_finds_its_route(path: str) -> None:
+    """Paths without parameters are looked up, the rest matched by regex: the same lane and
+    parameters as Starlette's route for every job route's POST, and none where it has none."""
+    lanes = Lanes(routes_jobs.ENDPOINTS, None, HANDLERS, None)  # type: ignore[arg-type]
+    routes = [Route(e.path, lambda request: None, methods=["POST"]) for e in routes_jobs.ENDPOINTS if e.method == "POST"]
+    scope = {"type": "http", "method": "POST", "path": path}
+    full = [(route.path_format, child["path_params"]) for route in routes for match, child in [route.matches(scope)] if match is Match.FULL]
+    found = lanes.match(path)
+    assert ([] if found is None else [(found[0].template, found[1])]) == full
 
 
 def test_a_job_routes_post_is_answered_by_the_lane_in_one_write() -> None:
