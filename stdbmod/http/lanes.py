@@ -66,10 +66,10 @@ class Lanes:
         error_handlers: dict[Any, ErrorHandler],
         observe: Observe | None,
     ) -> None:
-        self.lanes = [Lane(e) for e in endpoints if e.method == "POST"]
+        lanes = [Lane(e) for e in endpoints if e.method == "POST"]
         # a path without parameters is found by a lookup, not by trying each lane's regex in turn
-        self.exact = {lane.template: lane for lane in self.lanes if not lane.convertors}
-        self.with_params = [lane for lane in self.lanes if lane.convertors]
+        self.exact = {lane.template: lane for lane in lanes if not lane.convertors}
+        self.with_params = [lane for lane in lanes if lane.convertors]
         self.ctx = ctx
         self.error_handlers = error_handlers
         self.observe = observe
