@@ -80,6 +80,7 @@ HOT = (
     "http/laned_protocol",
     "http/answers",
     "http/metrics_feed",
+    "http/metrics_histogram",
 )
 
 PACKAGE = os.path.dirname(os.path.abspath(__file__))

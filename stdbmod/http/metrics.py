@@ -18,7 +18,7 @@ import collections
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from time import perf_counter
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -34,6 +34,7 @@ from ..runtime import Database
 from ..runtime.core import BatchTimes
 from .metrics_access import has_tasks
 from .metrics_feed import Feed, TaskEvent
+from .metrics_histogram import LocalHistogram
 from .metrics_tasks import Counts
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -88,11 +89,20 @@ class _TaskGauges(Collector):
         yield GaugeMetricFamily("stdbmod_tasks_count_seconds", "What the last index count of the task gauges took.", value=snap.cost_seconds)
 
 
+HTTP_HISTOGRAM = ("stdbmod_http_request_duration_seconds", "HTTP requests by route template, method and status, with their durations.")
+HTTP_LABELS = ("route", "method", "status")
+
+
 def http_histogram(registry: CollectorRegistry) -> Histogram:
-    return Histogram(
-        "stdbmod_http_request_duration_seconds", "HTTP requests by route template, method and status, with their durations.",
-        ["route", "method", "status"], buckets=HTTP_BUCKETS, registry=registry,
-    )
+    """The request histogram of an HTTP front of `serve --workers N` (prometheus-client's own, in
+    its multiprocess mode); one process has a `LocalHistogram` of the same series."""
+    return Histogram(*HTTP_HISTOGRAM, HTTP_LABELS, buckets=HTTP_BUCKETS, registry=registry)
+
+
+def local_histogram(registry: CollectorRegistry, name: str, documentation: str, labelnames: Sequence[str], buckets: Sequence[float]) -> LocalHistogram:
+    h = LocalHistogram(name, documentation, labelnames, buckets)
+    registry.register(cast(Collector, h))
+    return h
 
 
 SOCKETS = ("stdbmod_websocket_connections", "Open WebSocket connections per endpoint.")
@@ -129,24 +139,24 @@ class Metrics:
         pair = ["queue", "job_type"]
         self.tasks = {k: Counter(f"stdbmod_tasks_{k}", doc, pair, registry=r) for k, doc in TASK_COUNTERS.items()}
         self.dead = Counter("stdbmod_tasks_dead", "Tasks that went to the dead-letter tier, by why.", [*pair, "reason"], registry=r)
-        self.attempts = Histogram(
-            "stdbmod_task_attempt_duration_seconds", "How long attempts ran, from start to complete or fail.", pair, buckets=ATTEMPT_BUCKETS, registry=r
+        # the feed's drain observes these: LocalHistogram, not prometheus-client's (metrics_histogram.py)
+        self.attempts = local_histogram(
+            r, "stdbmod_task_attempt_duration_seconds", "How long attempts ran, from start to complete or fail.", pair, ATTEMPT_BUCKETS
         )
-        self.calls = Histogram(
-            "stdbmod_reducer_call_duration_seconds", "Reducer calls by reducer and outcome (ok, error, panic), with their durations.",
-            ["reducer", "outcome"], buckets=CALL_BUCKETS, registry=r,
+        self.calls = local_histogram(
+            r, "stdbmod_reducer_call_duration_seconds", "Reducer calls by reducer and outcome (ok, error, panic), with their durations.",
+            ["reducer", "outcome"], CALL_BUCKETS,
         )
-        self.batch_size = Histogram("stdbmod_commit_batch_size", "Calls per commit (group commit).", buckets=BATCH_BUCKETS, registry=r)
-        self.fsync = Histogram(
-            "stdbmod_commit_fsync_duration_seconds", "How long each commit took to be durable (LMDB's commit, its fsync included).",
-            buckets=COMMIT_BUCKETS, registry=r,
+        self.batch_size = local_histogram(r, "stdbmod_commit_batch_size", "Calls per commit (group commit).", [], BATCH_BUCKETS)
+        self.fsync = local_histogram(
+            r, "stdbmod_commit_fsync_duration_seconds", "How long each commit took to be durable (LMDB's commit, its fsync included).", [], COMMIT_BUCKETS
         )
         self.offset = Gauge("stdbmod_commit_log_offset", "The offset of the newest transaction in the commit log (any node's).", registry=r)
         self.offset.set_function(lambda: db().commit_log_end() - 1)
         r.register(_TaskGauges(db, counts))
         self.requests: RequestHistogram | None = None
         if sockets is not None:
-            self.requests = RequestHistogram(http_histogram(r))
+            self.requests = RequestHistogram(local_histogram(r, *HTTP_HISTOGRAM, HTTP_LABELS, HTTP_BUCKETS))
             feed.deferred.append(self.requests.defer())
             r.register(_Sockets(sockets))
         self._pairs: set[tuple[str, str]] = set()
@@ -238,7 +248,7 @@ class RequestHistogram:
     drains first, so a scrape still counts every request answered before it. An HTTP front
     of `serve --workers N` has no feed: it observes at once."""
 
-    def __init__(self, histogram: Histogram) -> None:
+    def __init__(self, histogram: Histogram | LocalHistogram) -> None:
         self.histogram = histogram
         self._children: dict[tuple[str, str, int], Any] = {}
         self._pending: collections.deque[tuple[str, str, int, float]] | None = None
