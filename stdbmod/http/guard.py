@@ -16,7 +16,10 @@ runs below the ASGI app, so all of it happens before authentication, on every ro
   body may not pause longer than that between two reads (the connection is closed; the handler
   sees the client gone). An idle keep-alive connection closes after uvicorn's `timeout_keep_alive`
   (or `header_timeout`, if shorter): one timer a connection does both, where uvicorn would arm a
-  keep-alive timer of its own after every response.
+  keep-alive timer of its own after every response. It is not cancelled when a head arrives, nor
+  armed again for the next wait: a wait moves its due time (`_head_due`), and a timer that fires
+  before it (or during a request) re-arms itself for what is left, or lapses. So a busy
+  keep-alive connection arms its timer about once a keep-alive timeout, not once a request.
 - The cap: past `max_connections` open connections of one server, a new one makes room by
   closing the connection that has waited longest without a request in progress (idle keep-alive
   connections and unfinished heads go first, requests being served never); with none to close,
@@ -47,6 +50,9 @@ from .limits import DEFAULT_LIMITS, ConnectionLimits
 
 LINGER_SECONDS = 2.0
 LINGER_BYTES = 1 << 20
+# uvloop arms a timer in whole milliseconds, so one can fire up to half of one before its due
+# time: what is left of a wait below this is not worth a timer of its own
+TIMER_SLACK = 0.001
 WARN_EVERY = 60.0  # seconds between two warnings that the cap is reached (a flood would log a line per connection)
 
 
@@ -75,6 +81,8 @@ class GuardedProtocol(HttpToolsProtocol):
         super().__init__(config, server_state, app_state, _loop)
         self._waiting = _waiting.setdefault(server_state, {})
         self._head_timer: asyncio.TimerHandle | None = None
+        self._awaiting = False  # waiting for a request's head (the head timer's wait is on)
+        self._head_due = 0.0  # when the wait ends (loop time): the idle limit, then the head's deadline
         self._head_deadline = 0.0  # when the awaited head must be whole (loop time)
         self._in_head = False  # a request's head has begun and is not complete
         self._streamed = 0  # bytes received while the head stayed incomplete, after its first read
@@ -128,29 +136,50 @@ class GuardedProtocol(HttpToolsProtocol):
         for at most `idle_limit` (after a response: the keep-alive timeout)."""
         self._waiting.pop(self, None)
         self._waiting[self] = None  # the end: the most recent
-        if self._head_timer is None:
+        if not self._awaiting:
             self._arm_head_timer(self.limits.header_timeout if idle_limit is None else min(idle_limit, self.limits.header_timeout))
 
     def _arm_head_timer(self, delay: float) -> None:
+        """Start a wait for a head that ends in `delay` seconds: the timer is armed only if it is
+        not already, or would fire too late."""
         loop = self.loop
-        self._head_deadline = loop.time() + self.limits.header_timeout
+        now = loop.time()
+        self._awaiting = True
+        self._head_deadline = now + self.limits.header_timeout
+        due = self._head_due = now + delay
+        timer = self._head_timer
+        if timer is not None:
+            if timer.when() <= due:
+                return  # it fires first and re-arms itself for what is left
+            timer.cancel()
         self._head_timer = loop.call_later(delay, self._head_timed_out)
+
+    def _head_arrived(self) -> None:
+        """The awaited head is whole: the wait is over, its timer left to lapse."""
+        self._in_head = False
+        self._awaiting = False
 
     def _stop_waiting(self) -> None:
         self._waiting.pop(self, None)
 
     def _cancel_head_timer(self) -> None:
+        self._awaiting = False
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
-        if self.transport.is_closing():
+        if self.transport.is_closing() or not self._awaiting:
+            return  # no wait on (a request is being served): the next wait arms a timer
+        left = self._head_due - self.loop.time()
+        if left > TIMER_SLACK:  # the wait was moved on since this timer was armed
+            self._head_timer = self.loop.call_later(left, self._head_timed_out)
             return
         if self._in_head:
             left = self._head_deadline - self.loop.time()
             if left > 0:  # the keep-alive wait ended with a head begun: it has until its deadline
+                self._head_due = self._head_deadline
                 self._head_timer = self.loop.call_later(left, self._head_timed_out)
                 return
             self._refuse(408, f"the request's head did not arrive within {self.limits.header_timeout:g} seconds")
@@ -249,7 +278,7 @@ class GuardedProtocol(HttpToolsProtocol):
         }
         self._in_head = True
         self._streamed = self._header_bytes = self._header_count = 0
-        if self._head_timer is None:  # a pipelined request, begun while another is served
+        if not self._awaiting:  # a pipelined request, begun while another is served
             self._arm_head_timer(self.limits.header_timeout)
 
     def on_url(self, url: bytes) -> None:
@@ -272,8 +301,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
-        self._in_head = False
-        self._cancel_head_timer()
+        self._head_arrived()
         self._stop_waiting()
         super().on_headers_complete()
         cycle = self.cycle

@@ -56,8 +56,7 @@ class LanedProtocol(GuardedProtocol):
         if chosen is None:
             super().on_headers_complete()
             return
-        self._in_head = False
-        self._cancel_head_timer()
+        self._head_arrived()
         self._stop_waiting()
         self._chosen = chosen
         self.cycle = _Pending(self.parser.should_keep_alive())  # type: ignore[assignment]

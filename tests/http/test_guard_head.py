@@ -1,8 +1,8 @@
 """The guarded protocol's own spelling of uvicorn's callbacks (guard.py). The head's
 (on_message_begin, on_url, on_header) against uvicorn's: the same bytes give the same scope,
 headers, target and `Expect: 100-continue` flag; if uvicorn changes what they record, this says
-so. And `on_response_complete`, whose keep-alive wait is the guard's head timer: the timers are
-fired by hand here, the loop's clock read, never waited for."""
+so. And `on_response_complete`, whose keep-alive wait is the guard's head timer, armed once for
+many requests: the timers are fired by hand here, the loop's clock read, never waited for."""
 
 from __future__ import annotations
 
@@ -102,13 +102,23 @@ async def _answered_once(keep_alive: int, header_timeout: float) -> tuple[Any, _
     transport = _Transport()
     proto.connection_made(transport)
     fresh = proto._head_timer.when() - loop.time()
+    await _answer(proto, transport)
+    return proto, transport, fresh, proto._head_timer.when() - loop.time()
+
+
+async def _answer(proto: Any, transport: _Transport) -> None:
+    answered = len(transport.writes)
     proto.data_received(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
     for _ in range(100):  # loop steps, not time
         if proto.cycle.response_complete:
             break
         await asyncio.sleep(0)
-    assert b"ok" in b"".join(transport.writes)
-    return proto, transport, fresh, proto._head_timer.when() - loop.time()
+    assert b"ok" in b"".join(transport.writes[answered:])
+
+
+def _due(proto: Any) -> None:
+    """The head wait's due time, reached (as if that much time had gone by)."""
+    proto._head_due = asyncio.get_running_loop().time()
 
 
 def test_after_an_answer_one_timer_waits_the_keep_alive_timeout() -> None:
@@ -117,6 +127,7 @@ def test_after_an_answer_one_timer_waits_the_keep_alive_timeout() -> None:
         assert 9.0 < fresh <= 10.0  # a new connection waits for its first head: header_timeout
         assert 4.0 < after <= 5.0  # after an answer: the keep-alive timeout, the shorter
         assert proto.timeout_keep_alive_task is None  # uvicorn's own timer is never armed
+        _due(proto)
         proto._head_timed_out()  # the keep-alive wait ends with no byte of a next request
         assert transport.closed and not any(b"408" in w for w in transport.writes)
 
@@ -128,10 +139,12 @@ def test_a_head_begun_during_the_keep_alive_wait_has_until_its_deadline() -> Non
         proto, transport, _, _ = await _answered_once(keep_alive=5, header_timeout=10.0)
         loop = asyncio.get_running_loop()
         proto.data_received(b"GET /slow HTTP/1.1\r\nHo")  # a head begins, and stops
+        _due(proto)
         proto._head_timed_out()  # the keep-alive wait's end: not this head's deadline
         assert not transport.closed
         assert 4.0 < proto._head_timer.when() - loop.time() <= 10.0  # re-armed for what is left
-        proto._head_deadline = loop.time()  # its deadline now passed
+        assert proto._head_due == proto._head_deadline
+        proto._head_deadline = proto._head_due = loop.time()  # its deadline now passed
         proto._head_timer.cancel()
         proto._head_timed_out()
         assert any(w.startswith(b"HTTP/1.1 408") for w in transport.writes)
@@ -144,6 +157,56 @@ def test_a_header_timeout_shorter_than_keep_alive_bounds_the_idle_wait() -> None
     async def run() -> None:
         proto, _, fresh, after = await _answered_once(keep_alive=5, header_timeout=2.0)
         assert 1.0 < fresh <= 2.0 and 1.0 < after <= 2.0
+        proto.connection_lost(None)
+
+    asyncio.run(run())
+
+
+def test_one_timer_serves_a_connections_requests_one_after_another() -> None:
+    async def run() -> None:
+        proto, transport, _, _ = await _answered_once(keep_alive=5, header_timeout=10.0)
+        loop = asyncio.get_running_loop()
+        timer = proto._head_timer
+        when = timer.when()
+        for _ in range(3):
+            await _answer(proto, transport)
+        assert proto._head_timer is timer and timer.when() == when and not timer.cancelled()  # neither cancelled nor armed again
+        assert 4.0 < proto._head_due - loop.time() <= 5.0  # the wait moved on with the last answer
+        proto.connection_lost(None)
+        assert timer.cancelled()
+
+    asyncio.run(run())
+
+
+def test_a_timer_that_fires_before_the_waits_due_time_arms_itself_for_what_is_left() -> None:
+    async def run() -> None:
+        proto, transport, _, _ = await _answered_once(keep_alive=5, header_timeout=10.0)
+        loop = asyncio.get_running_loop()
+        proto._head_due = loop.time() + 3.0  # the wait was moved on since the timer was armed
+        proto._head_timer.cancel()
+        proto._head_timed_out()
+        assert not transport.closed
+        assert 2.0 < proto._head_timer.when() - loop.time() <= 3.0
+        proto.connection_lost(None)
+
+    asyncio.run(run())
+
+
+def test_a_timer_that_fires_while_a_request_is_served_lapses_and_the_next_wait_arms_one() -> None:
+    async def run() -> None:
+        proto, transport, _, _ = await _answered_once(keep_alive=5, header_timeout=10.0)
+        loop = asyncio.get_running_loop()
+        proto.data_received(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nab")  # served, its body still coming
+        _due(proto)
+        proto._head_timer.cancel()
+        proto._head_timed_out()  # no head awaited: nothing to time out
+        assert not transport.closed and proto._head_timer is None
+        proto.data_received(b"cde")
+        for _ in range(100):
+            if proto.cycle.response_complete:
+                break
+            await asyncio.sleep(0)
+        assert 4.0 < proto._head_timer.when() - loop.time() <= 5.0  # the keep-alive wait has its timer
         proto.connection_lost(None)
 
     asyncio.run(run())
