@@ -87,7 +87,6 @@ class GuardedProtocol(HttpToolsProtocol):
         self._in_head = False  # a request's head has begun and is not complete
         self._streamed = 0  # bytes received while the head stayed incomplete, after its first read
         self._header_bytes = 0
-        self._header_count = 0
         self._refused = False
         self._lingered = 0
         self._body_timer: asyncio.TimerHandle | None = None
@@ -277,7 +276,7 @@ class GuardedProtocol(HttpToolsProtocol):
             "state": self.app_state.copy(),
         }
         self._in_head = True
-        self._streamed = self._header_bytes = self._header_count = 0
+        self._streamed = self._header_bytes = 0
         if not self._awaiting:  # a pipelined request, begun while another is served
             self._arm_head_timer(self.limits.header_timeout)
 
@@ -288,17 +287,21 @@ class GuardedProtocol(HttpToolsProtocol):
             raise HeadTooLarge(414, f"the request target is longer than {self.limits.max_request_line} bytes")
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._header_count += 1
-        self._header_bytes += len(name) + len(value)
-        if self._header_count > self.limits.max_headers:
-            raise HeadTooLarge(431, f"more than {self.limits.max_headers} request headers")
-        if self._header_bytes > self.limits.max_header_bytes:
-            raise HeadTooLarge(431, f"the request's headers are larger than {self.limits.max_header_bytes} bytes")
+        # each read of the protocol's attributes is a generic lookup (a class derived from
+        # uvicorn's), four headers a request: the count is the list's length, each read once
+        headers = self.headers
+        limits = self.limits
+        size = self._header_bytes + len(name) + len(value)
+        self._header_bytes = size
+        if len(headers) >= limits.max_headers:
+            raise HeadTooLarge(431, f"more than {limits.max_headers} request headers")
+        if size > limits.max_header_bytes:
+            raise HeadTooLarge(431, f"the request's headers are larger than {limits.max_header_bytes} bytes")
         name = name.lower()
         value = value.rstrip(b" \t")  # llhttp keeps trailing whitespace, which RFC 9110 excludes from the value
         if name == b"expect" and value.lower() == b"100-continue":
             self.expect_100_continue = True
-        self.headers.append((name, value))
+        headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         self._head_arrived()

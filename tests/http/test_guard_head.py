@@ -206,7 +206,45 @@ def test_a_timer_that_fires_while_a_request_is_served_lapses_and_the_next_wait_a
             if proto.cycle.response_complete:
                 break
             await asyncio.sleep(0)
-        assert 4.0 < proto._head_timer.when() - loop.time() <= 5.0  # the keep-alive wait has its timer
+        armed: Any = proto._head_timer  # (mypy keeps the assert's None for the attribute)
+        assert 4.0 < armed.when() - loop.time() <= 5.0  # the keep-alive wait has its timer
         proto.connection_lost(None)
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    ("extra", "refused"),
+    [({"count": 0}, False), ({"count": 1}, True), ({"size": 0}, False), ({"size": 1}, True)],
+    ids=["max_headers", "one_header_more", "max_header_bytes", "one_byte_more"],
+)
+def test_a_head_at_its_limits_is_read_and_one_past_them_refused(extra: dict[str, int], refused: bool) -> None:
+    limits = DEFAULT_LIMITS
+    if "count" in extra:  # Host: t, then single-byte names and values up to the count
+        names = [b"Host"] + [b"x"] * (limits.max_headers - 1 + extra["count"])
+        values = [b"t"] * len(names)
+    else:  # two headers whose names and values add up to the byte limit (and one more)
+        names, values = [b"Host", b"X-Big"], [b"t", b"a" * (limits.max_header_bytes - 4 - 1 - 5 + extra["size"])]
+    head = b"GET / HTTP/1.1\r\n" + b"".join(n + b": " + v + b"\r\n" for n, v in zip(names, values)) + b"\r\n"
+
+    async def run() -> list[bytes]:
+        proto: Any = _guarded()(config=_config(), server_state=ServerState(), app_state={})
+        proto.seen = []
+        transport = _Transport()
+        proto.connection_made(transport)
+        proto.data_received(head)
+        proto.connection_lost(None)
+        assert bool(proto.seen) != refused  # the head was whole, or refused before its end
+        return transport.writes
+
+    writes = asyncio.run(run())
+    assert any(w.startswith(b"HTTP/1.1 431") for w in writes) == refused
+
+
+def _config() -> Config:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("no request reaches the app here")
+
+    config = Config(app, lifespan="off", log_config=None, interface="asgi3")
+    config.load()
+    return config
