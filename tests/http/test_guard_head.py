@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -109,11 +110,15 @@ async def _answered_once(keep_alive: int, header_timeout: float) -> tuple[Any, _
 async def _answer(proto: Any, transport: _Transport) -> None:
     answered = len(transport.writes)
     proto.data_received(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+    await _until_answered(proto)
+    assert b"ok" in b"".join(transport.writes[answered:])
+
+
+async def _until_answered(proto: Any) -> None:
     for _ in range(100):  # loop steps, not time
         if proto.cycle.response_complete:
-            break
+            return
         await asyncio.sleep(0)
-    assert b"ok" in b"".join(transport.writes[answered:])
 
 
 def _due(proto: Any) -> None:
@@ -162,10 +167,22 @@ def test_a_header_timeout_shorter_than_keep_alive_bounds_the_idle_wait() -> None
     asyncio.run(run())
 
 
-def test_one_timer_serves_a_connections_requests_one_after_another() -> None:
+Check = Callable[[Any, _Transport, asyncio.AbstractEventLoop], Awaitable[None]]
+
+
+def _after_an_answer(check: Check) -> None:
+    """`check` a connection that served one request (keep-alive 5 s, header timeout 10 s)."""
+
     async def run() -> None:
         proto, transport, _, _ = await _answered_once(keep_alive=5, header_timeout=10.0)
-        loop = asyncio.get_running_loop()
+        await check(proto, transport, asyncio.get_running_loop())
+        proto.connection_lost(None)
+
+    asyncio.run(run())
+
+
+def test_one_timer_serves_a_connections_requests_one_after_another() -> None:
+    async def check(proto: Any, transport: _Transport, loop: asyncio.AbstractEventLoop) -> None:
         timer = proto._head_timer
         when = timer.when()
         for _ in range(3):
@@ -175,42 +192,33 @@ def test_one_timer_serves_a_connections_requests_one_after_another() -> None:
         proto.connection_lost(None)
         assert timer.cancelled()
 
-    asyncio.run(run())
+    _after_an_answer(check)
 
 
 def test_a_timer_that_fires_before_the_waits_due_time_arms_itself_for_what_is_left() -> None:
-    async def run() -> None:
-        proto, transport, _, _ = await _answered_once(keep_alive=5, header_timeout=10.0)
-        loop = asyncio.get_running_loop()
+    async def check(proto: Any, transport: _Transport, loop: asyncio.AbstractEventLoop) -> None:
         proto._head_due = loop.time() + 3.0  # the wait was moved on since the timer was armed
         proto._head_timer.cancel()
         proto._head_timed_out()
         assert not transport.closed
         assert 2.0 < proto._head_timer.when() - loop.time() <= 3.0
-        proto.connection_lost(None)
 
-    asyncio.run(run())
+    _after_an_answer(check)
 
 
 def test_a_timer_that_fires_while_a_request_is_served_lapses_and_the_next_wait_arms_one() -> None:
-    async def run() -> None:
-        proto, transport, _, _ = await _answered_once(keep_alive=5, header_timeout=10.0)
-        loop = asyncio.get_running_loop()
+    async def check(proto: Any, transport: _Transport, loop: asyncio.AbstractEventLoop) -> None:
         proto.data_received(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nab")  # served, its body still coming
         _due(proto)
         proto._head_timer.cancel()
         proto._head_timed_out()  # no head awaited: nothing to time out
         assert not transport.closed and proto._head_timer is None
         proto.data_received(b"cde")
-        for _ in range(100):
-            if proto.cycle.response_complete:
-                break
-            await asyncio.sleep(0)
+        await _until_answered(proto)
         armed: Any = proto._head_timer  # (mypy keeps the assert's None for the attribute)
         assert 4.0 < armed.when() - loop.time() <= 5.0  # the keep-alive wait has its timer
-        proto.connection_lost(None)
 
-    asyncio.run(run())
+    _after_an_answer(check)
 
 
 @pytest.mark.parametrize(
