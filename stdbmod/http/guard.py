@@ -154,9 +154,11 @@ class GuardedProtocol(HttpToolsProtocol):
         self._head_timer = loop.call_later(delay, self._head_timed_out)
 
     def _head_arrived(self) -> None:
-        """The awaited head is whole: the wait is over, its timer left to lapse."""
+        """The awaited head is whole: the wait is over (its timer left to lapse), and the
+        connection has a request in progress, so it is no longer one the cap may close."""
         self._in_head = False
         self._awaiting = False
+        self._waiting.pop(self, None)
 
     def _stop_waiting(self) -> None:
         self._waiting.pop(self, None)
@@ -305,7 +307,6 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._head_arrived()
-        self._stop_waiting()
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.transport is self.transport:  # a new request's (an upgrade makes none)

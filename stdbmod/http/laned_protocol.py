@@ -57,7 +57,6 @@ class LanedProtocol(GuardedProtocol):
             super().on_headers_complete()
             return
         self._head_arrived()
-        self._stop_waiting()
         self._chosen = chosen
         self.cycle = _Pending(self.parser.should_keep_alive())  # type: ignore[assignment]
 
