@@ -157,7 +157,7 @@ def test_flush_probe_prints_each_file_end_and_refuses_bad_arguments(tmp_path: Pa
     r = subprocess.run(args, capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
     assert r.returncode == 0, r.stderr
     rows = [line.split(" | ") for line in r.stdout.splitlines()[1:]]
-    assert [row[0] for row in rows] == ["grow", "zeros", "fallocate"]
+    assert [row[0] for row in rows] == ["grow", "zeros", "fallocate", "scattered"]
     assert all(cell.endswith(" us") and cell[:-3].isdigit() for row in rows for cell in row[1:])
     assert list(tmp_path.iterdir()) == []  # the scratch file is gone
     for bad in (["--commits", "0"], ["--dir", str(tmp_path / "missing")]):
