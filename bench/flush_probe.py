@@ -4,13 +4,17 @@ second descriptor opened O_DSYNC, as its meta page is written) replayed on a scr
 
     python -m bench.flush_probe                     # 300 commits of 12 pages each way, twice
     python -m bench.flush_probe --commits 100 --pages 4 --dir /mnt/disk
+    python -m bench.flush_probe --pages 14 --span 3 450  # also scattered over 3 MB, then 450 MB
 
 "grow" appends each commit's pages past the file's end (LMDB without storage/zero_ahead.py),
 "zeros" writes them over zeros written ahead, "fallocate" over preallocated (unwritten) blocks;
 each way, a commit's pages follow one another. "scattered" writes them over zeros too, but each at
 a page of its own drawn from the whole file, in ascending order: LMDB's pattern once its pages
 come from the free list, which on some disks costs a flush more than the same number of pages in
-one run. docs/performance.md, "Twenty-seventh round" and "Forty-second round", has figures.
+one run. Its file holds all the commits' pages (`--commits` x `--pages`); `--span MB` adds a line
+for the same pages drawn from a file of that size instead, as a large database's free list holds
+them: on some disks the span costs more than the count. docs/performance.md, "Twenty-seventh
+round", "Forty-second round" and "Forty-third round", has figures.
 """
 
 from __future__ import annotations
@@ -27,13 +31,14 @@ MODES = ("grow", "zeros", "fallocate", "scattered")
 PAGE = 4096
 
 
-def probe(where: str, mode: str, commits: int, pages: int) -> tuple[float, float]:
-    """Mean seconds of the `fdatasync` and of the O_DSYNC write, a commit."""
+def probe(where: str, mode: str, commits: int, pages: int, span: int = 0) -> tuple[float, float]:
+    """Mean seconds of the `fdatasync` and of the O_DSYNC write, a commit. `span`: "scattered"
+    draws its pages from a file of that many pages (0: one that holds every commit's pages)."""
     path = os.path.join(where, f"probe-{mode}.dat")
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
     meta = os.open(path, os.O_RDWR | os.O_DSYNC)
     try:
-        size = (commits * pages + 2) * PAGE
+        size = (span or commits * pages + 2) * PAGE
         if mode in ("zeros", "scattered"):
             write_zeros(path, 0, size)  # as the storage writes them (storage/zero_ahead.py)
         elif mode == "fallocate":
@@ -70,17 +75,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pages", type=int, default=12, help="pages a commit writes")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--dir", default=None, help="where the scratch file goes (default: the system temp dir)")
+    ap.add_argument("--span", type=int, nargs="+", default=[], metavar="MB", help="also scatter a commit's pages over a file of MB megabytes")
     a = ap.parse_args(argv)
     if min(a.commits, a.pages, a.rounds) < 1:
         ap.error("--commits, --pages and --rounds must be at least 1")
+    spans = [mb * (1 << 20) // PAGE for mb in a.span]
+    if any(span < a.pages + 2 for span in spans):
+        ap.error(f"--span: each file must hold more than {a.pages + 2} pages (the meta pages and a commit's)")
     if a.dir is not None and not os.path.isdir(a.dir):
         ap.error(f"--dir {a.dir}: no such directory")
     with tempfile.TemporaryDirectory(prefix="stdbmod-flush-", dir=a.dir) as d:
         print("file end | fdatasync a commit | O_DSYNC page write a commit")
         for _ in range(a.rounds):
-            for mode in MODES:
-                sync_s, meta_s = probe(d, mode, a.commits, a.pages)
-                print(f"{mode} | {sync_s * 1e6:.0f} us | {meta_s * 1e6:.0f} us")
+            ways = [(mode, mode, 0) for mode in MODES] + [(f"scattered over {mb} MB", "scattered", span) for mb, span in zip(a.span, spans)]
+            for label, mode, span in ways:
+                sync_s, meta_s = probe(d, mode, a.commits, a.pages, span)
+                print(f"{label} | {sync_s * 1e6:.0f} us | {meta_s * 1e6:.0f} us")
 
 
 if __name__ == "__main__":

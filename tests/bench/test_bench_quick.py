@@ -153,13 +153,13 @@ def test_server_gil_refuses_without_its_tools_and_bad_arguments(tmp_path: Path) 
 
 def test_flush_probe_prints_each_file_end_and_refuses_bad_arguments(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    args = [sys.executable, "-m", "bench.flush_probe", "--commits", "3", "--pages", "2", "--rounds", "1", "--dir", str(tmp_path)]
+    args = [sys.executable, "-m", "bench.flush_probe", "--commits", "3", "--pages", "2", "--rounds", "1", "--dir", str(tmp_path), "--span", "1"]
     r = subprocess.run(args, capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
     assert r.returncode == 0, r.stderr
     rows = [line.split(" | ") for line in r.stdout.splitlines()[1:]]
-    assert [row[0] for row in rows] == ["grow", "zeros", "fallocate", "scattered"]
+    assert [row[0] for row in rows] == ["grow", "zeros", "fallocate", "scattered", "scattered over 1 MB"]
     assert all(cell.endswith(" us") and cell[:-3].isdigit() for row in rows for cell in row[1:])
     assert list(tmp_path.iterdir()) == []  # the scratch file is gone
-    for bad in (["--commits", "0"], ["--dir", str(tmp_path / "missing")]):
+    for bad in (["--commits", "0"], ["--dir", str(tmp_path / "missing")], ["--span", "0"], ["--pages", "300", "--span", "1"]):
         r = subprocess.run([sys.executable, "-m", "bench.flush_probe", *bad], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
         assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.strip(), r.stderr
