@@ -12,8 +12,8 @@ each way, a commit's pages follow one another. "scattered" writes them over zero
 a page of its own drawn from the whole file, in ascending order: LMDB's pattern once its pages
 come from the free list, which on some disks costs a flush more than the same number of pages in
 one run. Its file holds all the commits' pages (`--commits` x `--pages`); `--span MB` adds a line
-for the same pages drawn from a file of that size instead, as a large database's free list holds
-them: on some disks the span costs more than the count. docs/performance.md, "Twenty-seventh
+for the same pages drawn from a file of that size instead, as a large database's pages lie
+across its file: on some disks the span costs more than the count. docs/performance.md, "Twenty-seventh
 round", "Forty-second round" and "Forty-third round", has figures.
 """
 
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("--commits, --pages and --rounds must be at least 1")
     spans = [mb * (1 << 20) // PAGE for mb in a.span]
     if any(span < a.pages + 2 for span in spans):
-        ap.error(f"--span: each file must hold more than {a.pages + 2} pages (the meta pages and a commit's)")
+        ap.error(f"--span: each file must hold at least {a.pages + 2} pages (the two meta pages and a commit's)")
     if a.dir is not None and not os.path.isdir(a.dir):
         ap.error(f"--dir {a.dir}: no such directory")
     with tempfile.TemporaryDirectory(prefix="stdbmod-flush-", dir=a.dir) as d:
