@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import tempfile
 import time
 
@@ -84,6 +85,10 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--span: each file must hold at least {a.pages + 2} pages (the two meta pages and a commit's)")
     if a.dir is not None and not os.path.isdir(a.dir):
         ap.error(f"--dir {a.dir}: no such directory")
+    where = a.dir or tempfile.gettempdir()
+    need, free = max([a.commits * a.pages + 2, *spans]) * PAGE, shutil.disk_usage(where).free
+    if need > free:  # refused before a byte is written, not a disk filled and an OSError
+        ap.error(f"the scratch file needs {need >> 20} MB and {where} has {free >> 20} MB free")
     with tempfile.TemporaryDirectory(prefix="stdbmod-flush-", dir=a.dir) as d:
         print("file end | fdatasync a commit | O_DSYNC page write a commit")
         for _ in range(a.rounds):

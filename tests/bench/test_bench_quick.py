@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -163,3 +166,19 @@ def test_flush_probe_prints_each_file_end_and_refuses_bad_arguments(tmp_path: Pa
     for bad in (["--commits", "0"], ["--dir", str(tmp_path / "missing")], ["--span", "0"], ["--pages", "300", "--span", "1"]):
         r = subprocess.run([sys.executable, "-m", "bench.flush_probe", *bad], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
         assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.strip(), r.stderr
+
+
+def test_flush_probe_refuses_a_file_larger_than_the_free_disk_before_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import flush_probe
+
+    def wrote(*args: object) -> None:
+        pytest.fail("the probe wrote its zeros before checking the disk's room")
+
+    monkeypatch.setattr(flush_probe, "write_zeros", wrote)
+    too_big = (shutil.disk_usage(tmp_path).free >> 20) + 1024
+    with pytest.raises(SystemExit) as exit_:
+        flush_probe.main(["--dir", str(tmp_path), "--rounds", "1", "--span", str(too_big)])
+    assert exit_.value.code == 2
+    assert "MB free" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
