@@ -28,7 +28,7 @@ if ROOT not in sys.path:
 
 from bench import extras, inproc, io_handlers, peers, raw_lmdb  # noqa: E402
 from bench.jobqueue import job_queue  # noqa: E402
-from bench.stats import Row, SkipRow, Target, render_markdown, render_text, repeat  # noqa: E402
+from bench.stats import Row, SkipRow, Target, render_json, render_markdown, render_text, repeat  # noqa: E402
 
 LIFE = "durable lifecycle (enqueue -> claim -> complete), jobs/s"
 SUBS = "live subscriptions: what they cost calls that concern none of them"
@@ -454,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
             f.write(f"{head}\n\n{render_markdown(rows, targets)}\n")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": head, "rows": [asdict(r) for r in rows], "targets": [asdict(t) | {"met": t.met} for t in targets]}, f, indent=1)
+            json.dump(render_json(head, rows, targets), f, indent=1)
     return 0
 
 

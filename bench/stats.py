@@ -7,7 +7,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
@@ -170,3 +170,8 @@ class Stopwatch:
 
     def __exit__(self, *exc: object) -> None:
         self.elapsed = time.perf_counter() - self.t0
+
+
+def render_json(head: str, rows: list[Row], targets: list[Target]) -> dict[str, Any]:
+    """What `bench/run.py --json` writes (bench/runs.py reads it): every sample, every target."""
+    return {"machine": head, "rows": [asdict(r) for r in rows], "targets": [asdict(t) | {"met": t.met} for t in targets]}

@@ -1,0 +1,101 @@
+"""Several runs of the bench side by side: each target's ratio in each run, met or missed, and in
+how many of the runs it was met. A target is judged over runs, not one: a machine's speed moves
+between runs (docs/performance.md, "The targets").
+
+    python bench/run.py --json r1.json        # ... as many times as wanted, then
+    python -m bench.runs r1.json r2.json r3.json
+
+Each file is what `bench/run.py --json` wrote, a full or a partial (`--only`) run; a target a
+run did not measure shows as "-" and is not counted. Beside the targets each run shows huey's
+rate and the HTTP row's server CPU a request, the two figures the HTTP target's ratio moves with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+HUEY = "huey (SqliteHuey, fsync=True)"
+HTTP16 = "stdbmod over HTTP, 16 workers"
+
+
+@dataclass
+class Run:
+    """What one run's JSON says: its targets' ratios (None: not measured) and whether each met."""
+
+    label: str
+    targets: dict[str, tuple[float | None, bool | None]]
+    huey: float | None  # jobs/s
+    http_cpu_us: int | None  # the HTTP row's server CPU a request
+
+
+def load(path: str) -> Run:
+    """Read one `bench/run.py --json` file; ValueError says what is wrong with it."""
+    try:
+        with open(path) as f:
+            data: Any = json.load(f)
+    except OSError as e:
+        raise ValueError(f"{path}: {e.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not JSON ({e})") from None
+    try:
+        rows = {row["name"]: row for row in data["rows"]}
+        targets = {t["name"]: (_ratio(t["ratio"]), t["met"]) for t in data["targets"]}
+        huey = [_number(x) for x in rows.get(HUEY, {}).get("samples", [])]
+        found = re.search(r"server CPU (\d+) us per request", rows.get(HTTP16, {}).get("note", ""))
+    except (KeyError, TypeError, AttributeError):
+        raise ValueError(f"{path}: not what `bench/run.py --json` writes (rows and targets)") from None
+    if any(met not in (None, True, False) for _, met in targets.values()):
+        raise ValueError(f"{path}: a target's `met` is not true, false or null")
+    return Run(path, targets, statistics.median(huey) if huey else None, int(found.group(1)) if found else None)
+
+
+def _ratio(value: Any) -> float | None:
+    return None if value is None else _number(value)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise TypeError(value)
+
+
+def table(runs: list[Run]) -> str:
+    """The runs as a Markdown table, a line per run, then a line of counts: met in N of M."""
+    names = list(dict.fromkeys(name for run in runs for name in run.targets))
+    out = ["| run | huey jobs/s | HTTP server CPU a request | " + " | ".join(names) + " |",
+           "|---|---:|---:|" + "---:|" * len(names)]
+    for run in runs:
+        cells = [run.label, f"{run.huey:,.0f}" if run.huey else "-", f"{run.http_cpu_us} us" if run.http_cpu_us else "-"]
+        for name in names:
+            ratio, met = run.targets.get(name, (None, None))
+            cells.append("-" if ratio is None else f"{ratio:.2f}x" + ("" if met else " missed"))
+        out.append("| " + " | ".join(cells) + " |")
+    counts = []
+    for name in names:
+        judged = [met for run in runs if (met := run.targets.get(name, (None, None))[1]) is not None]
+        counts.append(f"{sum(judged)} of {len(judged)}" if judged else "-")
+    out.append("| met in | | | " + " | ".join(counts) + " |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="+", metavar="JSON", help="what bench/run.py --json wrote, one file a run")
+    a = ap.parse_args(argv)
+    try:
+        runs = [load(path) for path in a.files]
+    except ValueError as e:
+        print(f"bench.runs: {e}", file=sys.stderr)
+        return 2
+    print(table(runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

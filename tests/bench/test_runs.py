@@ -1,0 +1,49 @@
+"""bench/runs.py reads what bench/run.py --json writes and counts, target by target, the runs that
+met it; a partial run's unmeasured targets are not counted; a bad file is one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import runs
+from bench.run import LIFE
+from bench.stats import Row, Target, render_json
+
+
+def _write(path: Path, http: float | None, huey: list[float], cpu_note: str = "") -> str:
+    rows = [Row(LIFE, runs.HUEY, "jobs/s", huey), Row(LIFE, runs.HTTP16, "jobs/s", [1.0], note=cpu_note)]
+    targets = [Target("over HTTP, 16 workers vs huey durable in process", http, 1.5, 2),
+               Target("claim latency at 1,000,000 queued / at 1,000", 1.2, 1.5, None, at_most=True)]
+    path.write_text(json.dumps(render_json("head", rows, targets)))
+    return str(path)
+
+
+def test_each_target_is_counted_over_the_runs_that_measured_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    met = _write(tmp_path / "a.json", 1.62, [1400.0, 1500.0, 1600.0], "server CPU 103 us per request")
+    missed = _write(tmp_path / "b.json", 1.41, [1700.0])
+    partial = _write(tmp_path / "c.json", None, [])
+    assert runs.main([met, missed, partial]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == f"| {met} | 1,500 | 103 us | 1.62x | 1.20x |"
+    assert lines[3] == f"| {missed} | 1,700 | - | 1.41x missed | 1.20x |"
+    assert lines[4] == f"| {partial} | - | - | - | 1.20x |"
+    assert lines[5] == "| met in | | | 1 of 2 | 3 of 3 |"
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    (None, "No such file or directory"),
+    ("{", "not JSON"),
+    ("[1]", "not what `bench/run.py --json` writes"),
+    ('{"rows": [], "targets": [{"name": "t", "ratio": "fast", "met": true}]}', "not what `bench/run.py --json` writes"),
+    ('{"rows": [], "targets": [{"name": "t", "ratio": 1.0, "met": "yes"}]}', "`met` is not true, false or null"),
+])
+def test_a_bad_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, said: str) -> None:
+    path = tmp_path / "run.json"
+    if content is not None:
+        path.write_text(content)
+    assert runs.main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"bench.runs: {path}: ") and said in err and err.count("\n") == 1
