@@ -45,14 +45,20 @@ def load(path: str) -> Run:
         raise ValueError(f"{path}: not JSON ({e})") from None
     try:
         rows = {row["name"]: row for row in data["rows"]}
-        targets = {t["name"]: (_ratio(t["ratio"]), t["met"]) for t in data["targets"]}
+        targets = {_name(t["name"]): (_ratio(t["ratio"]), t["met"]) for t in data["targets"]}
         huey = [_number(x) for x in rows.get(HUEY, {}).get("samples", [])]
         found = re.search(r"server CPU (\d+) us per request", rows.get(HTTP16, {}).get("note", ""))
     except (KeyError, TypeError, AttributeError):
         raise ValueError(f"{path}: not what `bench/run.py --json` writes (rows and targets)") from None
-    if any(met not in (None, True, False) for _, met in targets.values()):
-        raise ValueError(f"{path}: a target's `met` is not true, false or null")
+    if any(met not in (None, True, False) or (ratio is None) != (met is None) for ratio, met in targets.values()):
+        raise ValueError(f"{path}: a target's `met` is not true or false beside its ratio, or null beside none")
     return Run(path, targets, statistics.median(huey) if huey else None, int(found.group(1)) if found else None)
+
+
+def _name(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise TypeError(value)
 
 
 def _ratio(value: Any) -> float | None:
@@ -71,7 +77,7 @@ def table(runs: list[Run]) -> str:
     out = ["| run | huey jobs/s | HTTP server CPU a request | " + " | ".join(names) + " |",
            "|---|---:|---:|" + "---:|" * len(names)]
     for run in runs:
-        cells = [run.label, f"{run.huey:,.0f}" if run.huey else "-", f"{run.http_cpu_us} us" if run.http_cpu_us else "-"]
+        cells = [run.label, f"{run.huey:,.0f}" if run.huey is not None else "-", f"{run.http_cpu_us} us" if run.http_cpu_us is not None else "-"]
         for name in names:
             ratio, met = run.targets.get(name, (None, None))
             cells.append("-" if ratio is None else f"{ratio:.2f}x" + ("" if met else " missed"))

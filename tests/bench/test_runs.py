@@ -38,7 +38,9 @@ def test_each_target_is_counted_over_the_runs_that_measured_it(tmp_path: Path, c
     ("{", "not JSON"),
     ("[1]", "not what `bench/run.py --json` writes"),
     ('{"rows": [], "targets": [{"name": "t", "ratio": "fast", "met": true}]}', "not what `bench/run.py --json` writes"),
-    ('{"rows": [], "targets": [{"name": "t", "ratio": 1.0, "met": "yes"}]}', "`met` is not true, false or null"),
+    ('{"rows": [], "targets": [{"name": 5, "ratio": 1.0, "met": true}]}', "not what `bench/run.py --json` writes"),
+    ('{"rows": [], "targets": [{"name": "t", "ratio": 1.0, "met": "yes"}]}', "`met` is not true or false beside its ratio"),
+    ('{"rows": [], "targets": [{"name": "t", "ratio": null, "met": true}]}', "`met` is not true or false beside its ratio"),
 ])
 def test_a_bad_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, said: str) -> None:
     path = tmp_path / "run.json"
