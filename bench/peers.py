@@ -128,9 +128,11 @@ def procrastinate_on(conninfo: str, n: int) -> float:
     return n / elapsed
 
 
+HUEY = "huey (SqliteHuey, fsync=True)"  # the row the targets are ratios to
+
 PEERS: list[tuple[str, Callable[[str, int], float], bool]] = [
     # (name, function, needs a server)
-    ("huey (SqliteHuey, fsync=True)", huey_sqlite, False),
+    (HUEY, huey_sqlite, False),
     ("persist-queue (SQLiteAckQueue, synchronous=FULL)", persist_queue, False),
     ("litequeue (synchronous=FULL)", litequeue, False),
     ("RQ on redis (appendfsync always)", rq_redis, True),

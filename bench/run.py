@@ -161,7 +161,7 @@ def run(sizes: Sizes, base_dir: str | None, only: list[str] | None, log: Callabl
     log("commit-log replay")
     extras_replay(b, s)
 
-    targets = make_targets(threads, batch, http_rows.get(16), peer_rows.get(peers.PEERS[0][0]), over, depth_rows, sched, subs)
+    targets = make_targets(threads, batch, http_rows.get(16), peer_rows.get(peers.HUEY), over, depth_rows, sched, subs)
     return b.rows, targets
 
 
@@ -195,18 +195,23 @@ def io_section(b: Bench, s: Sizes) -> None:
         b.skip(IO, "beside 100 in-transaction handlers waiting 50 ms", "skipped in quick mode (5 s a round)", unit="calls/s")
 
 
+def http_row(workers: int) -> str:
+    """The name of the seed routes' row over HTTP with `workers` connections (16: a target's)."""
+    return f"stdbmod over HTTP, {workers} workers"
+
+
 def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
     out: dict[int, Row] = {}
     try:
         from bench import http_load
     except ImportError as e:
         for w in (1, 4, 16):
-            out[w] = b.skip(LIFE, f"stdbmod over HTTP, {w} workers", f"not available: {e}")
+            out[w] = b.skip(LIFE, http_row(w), f"not available: {e}")
         return out
     for w, n in zip((1, 4, 16), s.http):
         http_load.LAST_CLIENT_CPU.clear()
         http_load.LAST_SERVER_CPU_US.clear()
-        out[w] = b.throughput(LIFE, f"stdbmod over HTTP, {w} workers", functools.partial(_http, http_load.run, n, w), reps=s.http_reps)
+        out[w] = b.throughput(LIFE, http_row(w), functools.partial(_http, http_load.run, n, w), reps=s.http_reps)
         if out[w].samples:
             cpu = sorted(http_load.LAST_CLIENT_CPU)[len(http_load.LAST_CLIENT_CPU) // 2]
             out[w].note = f"seed 000 routes, `stdbmod serve`; load generator in its own process used {cpu:.0%} of a core"

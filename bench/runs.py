@@ -20,8 +20,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-HUEY = "huey (SqliteHuey, fsync=True)"
-HTTP16 = "stdbmod over HTTP, 16 workers"
+from bench.peers import HUEY
+from bench.run import http_row
+
+HTTP16 = http_row(16)
 
 
 @dataclass

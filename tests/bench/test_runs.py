@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from bench import runs
-from bench.run import LIFE
+from bench.peers import HUEY
+from bench.run import LIFE, http_row
 from bench.stats import Row, Target, render_json
 
 
 def _write(path: Path, http: float | None, huey: list[float], cpu_note: str = "") -> str:
-    rows = [Row(LIFE, runs.HUEY, "jobs/s", huey), Row(LIFE, runs.HTTP16, "jobs/s", [1.0], note=cpu_note)]
+    rows = [Row(LIFE, HUEY, "jobs/s", huey), Row(LIFE, http_row(16), "jobs/s", [1.0], note=cpu_note)]
     targets = [Target("over HTTP, 16 workers vs huey durable in process", http, 1.5, 2),
                Target("claim latency at 1,000,000 queued / at 1,000", 1.2, 1.5, None, at_most=True)]
     path.write_text(json.dumps(render_json("head", rows, targets)))
