@@ -42,13 +42,16 @@ def single(path: str, n: int, durable: bool = True) -> float:
         db.close()
 
 
-def subscribed(path: str, n: int, subscribers: int = 100, chunks: int = 10) -> float:
+def subscribed(path: str, n: int, subscribers: int = 100, chunks: int = 40) -> float:
     """Lifecycles/s with `subscribers` live subscribers of a table the lifecycle never writes,
     over the same without any (fsync off, so the disk's noise does not hide a few percent): what
     live subscriptions cost calls that concern none of them. Each side on a fresh database, both
     open at once: the `n` lifecycles a side run in `chunks` turns, the sides alternating in the
     order ABBA, so that the machine's drift within the run (a few percent in a second on the
-    shared machines of docs/performance.md) falls on both sides alike."""
+    shared machines of docs/performance.md) falls on both sides alike. A turn stays ~10 ms, short
+    enough for the drift; many turns, because a stall of a few ms lands on one side only and
+    weighs less the longer a side runs in all (ten turns of 100 lifecycles read 0.88x-1.02x in
+    one run of the forty-fifth round, whose cost measured 1.00x alone)."""
     sides = []
     for subs in (0, subscribers):
         db, q = _open(os.path.join(path, str(subs)), durable=False)

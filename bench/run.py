@@ -38,6 +38,7 @@ SUBS = "live subscriptions: what they cost calls that concern none of them"
 class Sizes:
     reps: int
     single: int
+    subscribed: int  # lifecycles a side of the subscribers row, in 40 turns
     group: int
     raw_one: int
     raw_batch: int
@@ -55,10 +56,10 @@ class Sizes:
     servers: bool
 
 
-FULL = Sizes(reps=5, single=1000, group=6000, raw_one=3000, raw_batch=100_000, overhead=2000, peer=2000,
+FULL = Sizes(reps=5, single=1000, subscribed=4000, group=6000, raw_one=3000, raw_batch=100_000, overhead=2000, peer=2000,
              server_peer=400, http=(500, 1000, 2000), http_reps=5, depths=(1_000, 100_000, 1_000_000), claims=1000, timers=100_000, timer_rate=1000,
              timer_seconds=10, replay=2000, servers=True)
-QUICK = Sizes(reps=3, single=60, group=160, raw_one=100, raw_batch=2000, overhead=60, peer=60, server_peer=0,
+QUICK = Sizes(reps=3, single=60, subscribed=240, group=160, raw_one=100, raw_batch=2000, overhead=60, peer=60, server_peer=0,
               http=(24, 48, 96), http_reps=1, depths=(1_000, 10_000), claims=50, timers=2000, timer_rate=1000, timer_seconds=0.5, replay=60,
               servers=False)
 
@@ -109,8 +110,8 @@ def run(sizes: Sizes, base_dir: str | None, only: list[str] | None, log: Callabl
 
     log("stdbmod in process")
     b.throughput(LIFE, "stdbmod in process, one call at a time", lambda d: inproc.single(d, s.single), f"module: {jq}")
-    subs = b.throughput(SUBS, "lifecycle with 100 live subscribers / with none", lambda d: inproc.subscribed(d, s.single), unit="x",
-                        note="in process, one call at a time, fsync off; subscribed to a table the lifecycle never writes; the sides in 10 alternating turns")
+    subs = b.throughput(SUBS, "lifecycle with 100 live subscribers / with none", lambda d: inproc.subscribed(d, s.subscribed), unit="x",
+                        note="in process, one call at a time, fsync off; subscribed to a table the lifecycle never writes; the sides in 40 alternating turns")
     threads = b.throughput(LIFE, "stdbmod in process, 16 threads (group commit)", lambda d: inproc.threaded(d, s.group, 16))
     batch = b.throughput(LIFE, "stdbmod in process, call_many of 100 (group commit)", lambda d: inproc.batched(d, s.group, 100))
     b.throughput(LIFE, "stdbmod in process, batch reducers of 100 (not group commit)", lambda d: inproc.batch_reducers(d, s.group, 100),
