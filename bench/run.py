@@ -38,7 +38,7 @@ SUBS = "live subscriptions: what they cost calls that concern none of them"
 class Sizes:
     reps: int
     single: int
-    subscribed: int  # lifecycles a side of the subscribers row, in 40 turns
+    subscribed: int  # lifecycles a side of the subscribers row, in inproc.TURNS turns
     group: int
     raw_one: int
     raw_batch: int
@@ -111,7 +111,8 @@ def run(sizes: Sizes, base_dir: str | None, only: list[str] | None, log: Callabl
     log("stdbmod in process")
     b.throughput(LIFE, "stdbmod in process, one call at a time", lambda d: inproc.single(d, s.single), f"module: {jq}")
     subs = b.throughput(SUBS, "lifecycle with 100 live subscribers / with none", lambda d: inproc.subscribed(d, s.subscribed), unit="x",
-                        note="in process, one call at a time, fsync off; subscribed to a table the lifecycle never writes; the sides in 40 alternating turns")
+                        note="in process, one call at a time, fsync off; subscribed to a table the lifecycle never writes; "
+                        f"the sides in {inproc.TURNS} alternating turns")
     threads = b.throughput(LIFE, "stdbmod in process, 16 threads (group commit)", lambda d: inproc.threaded(d, s.group, 16))
     batch = b.throughput(LIFE, "stdbmod in process, call_many of 100 (group commit)", lambda d: inproc.batched(d, s.group, 100))
     b.throughput(LIFE, "stdbmod in process, batch reducers of 100 (not group commit)", lambda d: inproc.batch_reducers(d, s.group, 100),
