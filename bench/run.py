@@ -14,6 +14,7 @@ import functools
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -197,6 +198,15 @@ def io_section(b: Bench, s: Sizes) -> None:
         b.skip(IO, "beside 100 in-transaction handlers waiting 50 ms", "skipped in quick mode (5 s a round)", unit="calls/s")
 
 
+# bench/runs.py reads the HTTP row's server CPU back from its note with this
+SERVER_CPU = re.compile(r"server CPU (\d+) us per request")
+
+
+def server_cpu(us: float) -> str:
+    """A row note's phrase for the server's CPU a request, which SERVER_CPU reads back."""
+    return f"server CPU {us:.0f} us per request"
+
+
 def http_row(workers: int) -> str:
     """The name of the seed routes' row over HTTP with `workers` connections (16: a target's)."""
     return f"stdbmod over HTTP, {workers} workers"
@@ -219,7 +229,7 @@ def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
             out[w].note = f"seed 000 routes, `stdbmod serve`; load generator in its own process used {cpu:.0%} of a core"
             if http_load.LAST_SERVER_CPU_US:
                 us = sorted(http_load.LAST_SERVER_CPU_US)[len(http_load.LAST_SERVER_CPU_US) // 2]
-                out[w].note += f"; server CPU {us:.0f} us per request"
+                out[w].note += f"; {server_cpu(us)}"
     n = s.http[-1]
     for fronts in (1, 2):
         front_rows(b, s, http_load, fronts, n)
@@ -232,7 +242,7 @@ def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
                        lambda d: http_load.run(d, n, 16, 20), reps=s.http_reps)
     if row.samples and http_load.LAST_SERVER_CPU_US:
         us = sorted(http_load.LAST_SERVER_CPU_US)[len(http_load.LAST_SERVER_CPU_US) // 2]
-        row.note = f"/jobs/enqueue_many, /claim_many, /complete_many; server CPU {us:.0f} us per request"
+        row.note = f"/jobs/enqueue_many, /claim_many, /complete_many; {server_cpu(us)}"
     sdk_row(b, n)
     return out
 
@@ -250,7 +260,7 @@ def front_rows(b: Bench, s: Sizes, http_load: Any, fronts: int, n: int, load: in
         row.note = f"seed 000 routes; {who}; load generator used {cpu:.0%} of a core"
         if http_load.LAST_SERVER_CPU_US:
             us = sorted(http_load.LAST_SERVER_CPU_US)[len(http_load.LAST_SERVER_CPU_US) // 2]
-            row.note += f"; server CPU {us:.0f} us per request (every process)"
+            row.note += f"; {server_cpu(us)} (every process)"
     return row
 
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 from dataclasses import dataclass
 from typing import Any
 
 from bench.peers import HUEY
-from bench.run import http_row
+from bench.run import SERVER_CPU, http_row
 
 HTTP16 = http_row(16)
 
@@ -49,7 +48,7 @@ def load(path: str) -> Run:
         rows = {row["name"]: row for row in data["rows"]}
         targets = {_name(t["name"]): (_ratio(t["ratio"]), t["met"]) for t in data["targets"]}
         huey = [_number(x) for x in rows.get(HUEY, {}).get("samples", [])]
-        found = re.search(r"server CPU (\d+) us per request", rows.get(HTTP16, {}).get("note", ""))
+        found = SERVER_CPU.search(rows.get(HTTP16, {}).get("note", ""))
     except (KeyError, TypeError, AttributeError):
         raise ValueError(f"{path}: not what `bench/run.py --json` writes (rows and targets)") from None
     if any(met not in (None, True, False) or (ratio is None) != (met is None) for ratio, met in targets.values()):

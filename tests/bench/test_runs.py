@@ -10,7 +10,7 @@ import pytest
 
 from bench import runs
 from bench.peers import HUEY
-from bench.run import LIFE, http_row
+from bench.run import LIFE, http_row, server_cpu
 from bench.stats import Row, Target, render_json
 
 
@@ -23,7 +23,7 @@ def _write(path: Path, http: float | None, huey: list[float], cpu_note: str = ""
 
 
 def test_each_target_is_counted_over_the_runs_that_measured_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    met = _write(tmp_path / "a.json", 1.62, [1400.0, 1500.0, 1600.0], "server CPU 103 us per request")
+    met = _write(tmp_path / "a.json", 1.62, [1400.0, 1500.0, 1600.0], server_cpu(103))
     missed = _write(tmp_path / "b.json", 1.41, [1700.0])
     partial = _write(tmp_path / "c.json", None, [])
     assert runs.main([met, missed, partial]) == 0
