@@ -207,6 +207,11 @@ def server_cpu(us: float) -> str:
     return f"server CPU {us:.0f} us per request"
 
 
+def _middle(values: list[float]) -> float:
+    """The middle of the reps' values (the upper one of two): a row note's figure."""
+    return sorted(values)[len(values) // 2]
+
+
 def http_row(workers: int) -> str:
     """The name of the seed routes' row over HTTP with `workers` connections (16: a target's)."""
     return f"stdbmod over HTTP, {workers} workers"
@@ -225,10 +230,10 @@ def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
         http_load.LAST_SERVER_CPU_US.clear()
         out[w] = b.throughput(LIFE, http_row(w), functools.partial(_http, http_load.run, n, w), reps=s.http_reps)
         if out[w].samples:
-            cpu = sorted(http_load.LAST_CLIENT_CPU)[len(http_load.LAST_CLIENT_CPU) // 2]
+            cpu = _middle(http_load.LAST_CLIENT_CPU)
             out[w].note = f"seed 000 routes, `stdbmod serve`; load generator in its own process used {cpu:.0%} of a core"
             if http_load.LAST_SERVER_CPU_US:
-                us = sorted(http_load.LAST_SERVER_CPU_US)[len(http_load.LAST_SERVER_CPU_US) // 2]
+                us = _middle(http_load.LAST_SERVER_CPU_US)
                 out[w].note += f"; {server_cpu(us)}"
     n = s.http[-1]
     for fronts in (1, 2):
@@ -238,10 +243,10 @@ def http_section(b: Bench, s: Sizes) -> dict[int, Row]:
     for fronts in (0, 2):
         front_rows(b, s, http_load, fronts, 2 * n, load=64)
     http_load.LAST_SERVER_CPU_US.clear()
-    row = b.throughput(LIFE, "stdbmod over HTTP, 16 workers, batch routes of 20 (not a target)",
+    row = b.throughput(LIFE, f"{http_row(16)}, batch routes of 20 (not a target)",
                        lambda d: http_load.run(d, n, 16, 20), reps=s.http_reps)
     if row.samples and http_load.LAST_SERVER_CPU_US:
-        us = sorted(http_load.LAST_SERVER_CPU_US)[len(http_load.LAST_SERVER_CPU_US) // 2]
+        us = _middle(http_load.LAST_SERVER_CPU_US)
         row.note = f"/jobs/enqueue_many, /claim_many, /complete_many; {server_cpu(us)}"
     sdk_row(b, n)
     return out
@@ -252,14 +257,14 @@ def front_rows(b: Bench, s: Sizes, http_load: Any, fronts: int, n: int, load: in
     in another (0: one process; docs/http.md, "Choosing --workers")."""
     http_load.LAST_CLIENT_CPU.clear()
     http_load.LAST_SERVER_CPU_US.clear()
-    name = f"stdbmod over HTTP, {load} workers, serve --workers {fronts}" + (" (not a target)" if load != 16 else "")
+    name = f"{http_row(load)}, serve --workers {fronts}" + (" (not a target)" if load != 16 else "")
     row = b.throughput(LIFE, name, lambda d: http_load.run(d, n, load, options=("--workers", str(fronts))), reps=s.http_reps)
     if row.samples:
-        cpu = sorted(http_load.LAST_CLIENT_CPU)[len(http_load.LAST_CLIENT_CPU) // 2]
+        cpu = _middle(http_load.LAST_CLIENT_CPU)
         who = f"{fronts} HTTP front process(es) and the writer" if fronts else "one process"
         row.note = f"seed 000 routes; {who}; load generator used {cpu:.0%} of a core"
         if http_load.LAST_SERVER_CPU_US:
-            us = sorted(http_load.LAST_SERVER_CPU_US)[len(http_load.LAST_SERVER_CPU_US) // 2]
+            us = _middle(http_load.LAST_SERVER_CPU_US)
             row.note += f"; {server_cpu(us)} (every process)"
     return row
 
@@ -302,8 +307,8 @@ def sdk_row(b: Bench, n: int) -> None:
     row = b.throughput(LIFE, "stdbmod over HTTP through stdbmod.client: AsyncClient enqueues, a Worker with 16 slots (not a target)",
                        lambda d: sdk_load.run(d, n, 16), reps=b.s.http_reps)
     if row.samples and sdk_load.LAST_SERVER_CPU_US:
-        cpu = sorted(sdk_load.LAST_CLIENT_CPU)[len(sdk_load.LAST_CLIENT_CPU) // 2]
-        us = sorted(sdk_load.LAST_SERVER_CPU_US)[len(sdk_load.LAST_SERVER_CPU_US) // 2]
+        cpu = _middle(sdk_load.LAST_CLIENT_CPU)
+        us = _middle(sdk_load.LAST_SERVER_CPU_US)
         row.note = f"httpx in one process ({cpu:.0%} of a core); server CPU {us:.0f} us per job"
 
 
