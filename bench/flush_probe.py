@@ -70,6 +70,13 @@ def probe(where: str, mode: str, commits: int, pages: int, span: int = 0) -> tup
         os.unlink(path)
 
 
+def floors(where: str, commits: int = 200, pages: int = 12) -> dict[str, int]:
+    """Microseconds of a commit's `fdatasync` over zeros and scattered, the two ways LMDB's commits
+    flush (bench/run.py prints them at a run's start and end: a slow stretch of the disk shows)."""
+    with tempfile.TemporaryDirectory(prefix="stdbmod-flush-", dir=where) as d:
+        return {mode: round(probe(d, mode, commits, pages)[0] * 1e6) for mode in ("zeros", "scattered")}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--commits", type=int, default=300)

@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench import extras, inproc, io_handlers, peers, raw_lmdb  # noqa: E402
+from bench import extras, flush_probe, inproc, io_handlers, peers, raw_lmdb  # noqa: E402
 from bench.jobqueue import job_queue  # noqa: E402
 from bench.stats import Row, SkipRow, Target, render_json, render_markdown, render_text, repeat  # noqa: E402
 
@@ -429,13 +429,31 @@ def make_targets(threads: Row, batch: Row, http16: Row | None, huey: Row | None,
 
 
 def machine() -> str:
+    """The OS, the CPU (its family and model tell machines of one model name apart) and Python."""
     cpu = "unknown CPU"
     try:
         with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
+            first = f.read().split("\n\n", 1)[0]  # the first core's block
+        info = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in first.splitlines())}
+        cpu = info["model name"] + "".join(f", {k} {info[k]}" for k in ("cpu family", "model") if k in info)
+    except (OSError, KeyError):
         pass
-    return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}"
+    return f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs ({cpu}){_halt_poll()}, Python {platform.python_version()}"
+
+
+def _halt_poll() -> str:
+    """A guest's halt polling (Linux's haltpoll driver): it moves how soon a sleeping core wakes."""
+    try:
+        with open("/sys/module/haltpoll/parameters/guest_halt_poll_ns") as f:
+            return f", guest_halt_poll_ns {f.read().strip()}"
+    except OSError:
+        return ""
+
+
+def flush_text(flush: dict[str, dict[str, int]]) -> str:
+    """The header's line of the disk's flush floors, measured at the run's start and end."""
+    return "a commit's fdatasync over zeros / scattered: " + "; ".join(
+        f"{f['zeros']} / {f['scattered']} us at the {when}" for when, f in flush.items())
 
 
 def _loadavg() -> str:
@@ -466,9 +484,12 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     load0 = _loadavg()
+    # The disk's speed moves between runs, and the durable rows with it (docs/performance.md)
+    flush = {"start": flush_probe.floors(args.dir or tempfile.gettempdir())}
     rows, targets = run(sizes, args.dir, args.only, log)
+    flush["end"] = flush_probe.floors(args.dir or tempfile.gettempdir())
     head = (f"stdbmod bench ({'quick' if args.quick else 'full'}) on {machine()}; {time.perf_counter() - t0:.0f}s; "
-            f"load average {load0} at the start, {_loadavg()} at the end")
+            f"load average {load0} at the start, {_loadavg()} at the end; {flush_text(flush)}")
     print(head)
     print(render_text(rows, targets))
     if args.markdown:
@@ -476,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
             f.write(f"{head}\n\n{render_markdown(rows, targets)}\n")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(render_json(head, rows, targets), f, indent=1)
+            json.dump(render_json(head, rows, targets, flush), f, indent=1)
     return 0
 
 

@@ -7,7 +7,9 @@ between runs (docs/performance.md, "The targets").
 
 Each file is what `bench/run.py --json` wrote, a full or a partial (`--only`) run; a target a
 run did not measure shows as "-" and is not counted. Beside the targets each run shows huey's
-rate and the HTTP row's server CPU a request, the two figures the HTTP target's ratio moves with.
+rate and the HTTP row's server CPU a request, the two figures the HTTP target's ratio moves with,
+and a commit's fdatasync over zeros / scattered pages at the run's start and end (bench/run.py
+measures them; "-" in a file written before it did), which the durable rows move with.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Run:
     targets: dict[str, tuple[float | None, bool | None]]
     huey: float | None  # jobs/s
     http_cpu_us: int | None  # the HTTP row's server CPU a request
+    flush: str  # "zeros/scattered; zeros/scattered us", the start's then the end's; "-" if not measured
 
 
 def load(path: str) -> Run:
@@ -49,15 +52,23 @@ def load(path: str) -> Run:
         targets = {_name(t["name"]): (_ratio(t["ratio"]), t["met"]) for t in data["targets"]}
         huey = [_number(x) for x in rows.get(HUEY, {}).get("samples", [])]
         found = SERVER_CPU.search(rows.get(HTTP16, {}).get("note", ""))
+        flush = "; ".join(f"{_us(f['zeros'])}/{_us(f['scattered'])}" for f in data.get("flush", {}).values())
     except (KeyError, TypeError, AttributeError):
         raise ValueError(f"{path}: not what `bench/run.py --json` writes (rows and targets)") from None
     if any(met not in (None, True, False) or (ratio is None) != (met is None) for ratio, met in targets.values()):
         raise ValueError(f"{path}: a target's `met` is not true or false beside its ratio, or null beside none")
-    return Run(path, targets, statistics.median(huey) if huey else None, int(found.group(1)) if found else None)
+    return Run(path, targets, statistics.median(huey) if huey else None, int(found.group(1)) if found else None,
+               f"{flush} us" if flush else "-")
 
 
 def _name(value: Any) -> str:
     if isinstance(value, str):
+        return value
+    raise TypeError(value)
+
+
+def _us(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
     raise TypeError(value)
 
@@ -75,10 +86,11 @@ def _number(value: Any) -> float:
 def table(runs: list[Run]) -> str:
     """The runs as a Markdown table, a line per run, then a line of counts: met in N of M."""
     names = list(dict.fromkeys(name for run in runs for name in run.targets))
-    out = ["| run | huey jobs/s | HTTP server CPU a request | " + " | ".join(names) + " |",
-           "|---|---:|---:|" + "---:|" * len(names)]
+    out = ["| run | huey jobs/s | HTTP server CPU a request | fdatasync zeros/scattered, start; end | " + " | ".join(names) + " |",
+           "|---|---:|---:|---:|" + "---:|" * len(names)]
     for run in runs:
-        cells = [run.label, f"{run.huey:,.0f}" if run.huey is not None else "-", f"{run.http_cpu_us} us" if run.http_cpu_us is not None else "-"]
+        cells = [run.label, f"{run.huey:,.0f}" if run.huey is not None else "-", f"{run.http_cpu_us} us" if run.http_cpu_us is not None else "-",
+                 run.flush]
         for name in names:
             ratio, met = run.targets.get(name, (None, None))
             cells.append("-" if ratio is None else f"{ratio:.2f}x" + ("" if met else " missed"))
@@ -87,7 +99,7 @@ def table(runs: list[Run]) -> str:
     for name in names:
         judged = [met for run in runs if (met := run.targets.get(name, (None, None))[1]) is not None]
         counts.append(f"{sum(judged)} of {len(judged)}" if judged else "-")
-    out.append("| met in | | | " + " | ".join(counts) + " |")
+    out.append("| met in | | | | " + " | ".join(counts) + " |")
     return "\n".join(out)
 
 

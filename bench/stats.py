@@ -172,6 +172,7 @@ class Stopwatch:
         self.elapsed = time.perf_counter() - self.t0
 
 
-def render_json(head: str, rows: list[Row], targets: list[Target]) -> dict[str, Any]:
-    """What `bench/run.py --json` writes (bench/runs.py reads it): every sample, every target."""
-    return {"machine": head, "rows": [asdict(r) for r in rows], "targets": [asdict(t) | {"met": t.met} for t in targets]}
+def render_json(head: str, rows: list[Row], targets: list[Target], flush: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """What `bench/run.py --json` writes (bench/runs.py reads it): every sample, every target, and
+    the disk's flush floors (bench/flush_probe.py's `floors`) at the run's start and end."""
+    return {"machine": head, "flush": flush, "rows": [asdict(r) for r in rows], "targets": [asdict(t) | {"met": t.met} for t in targets]}

@@ -14,24 +14,29 @@ from bench.run import LIFE, http_row, server_cpu
 from bench.stats import Row, Target, render_json
 
 
-def _write(path: Path, http: float | None, huey: list[float], cpu_note: str = "") -> str:
+def _write(path: Path, http: float | None, huey: list[float], cpu_note: str = "", flush: dict[str, dict[str, int]] | None = None) -> str:
     rows = [Row(LIFE, HUEY, "jobs/s", huey), Row(LIFE, http_row(16), "jobs/s", [1.0], note=cpu_note)]
     targets = [Target("over HTTP, 16 workers vs huey durable in process", http, 1.5, 2),
                Target("claim latency at 1,000,000 queued / at 1,000", 1.2, 1.5, None, at_most=True)]
-    path.write_text(json.dumps(render_json("head", rows, targets)))
+    data = render_json("head", rows, targets, flush or {})
+    if flush is None:  # as bench/run.py wrote it before it measured the flushes
+        del data["flush"]
+    path.write_text(json.dumps(data))
     return str(path)
 
 
 def test_each_target_is_counted_over_the_runs_that_measured_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    met = _write(tmp_path / "a.json", 1.62, [1400.0, 1500.0, 1600.0], server_cpu(103))
+    flush = {"start": {"zeros": 118, "scattered": 265}, "end": {"zeros": 131, "scattered": 302}}
+    met = _write(tmp_path / "a.json", 1.62, [1400.0, 1500.0, 1600.0], server_cpu(103), flush)
     missed = _write(tmp_path / "b.json", 1.41, [1700.0])
-    partial = _write(tmp_path / "c.json", None, [])
+    partial = _write(tmp_path / "c.json", None, [], flush={})
     assert runs.main([met, missed, partial]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[2] == f"| {met} | 1,500 | 103 us | 1.62x | 1.20x |"
-    assert lines[3] == f"| {missed} | 1,700 | - | 1.41x missed | 1.20x |"
-    assert lines[4] == f"| {partial} | - | - | - | 1.20x |"
-    assert lines[5] == "| met in | | | 1 of 2 | 3 of 3 |"
+    assert lines[0].startswith("| run | huey jobs/s | HTTP server CPU a request | fdatasync zeros/scattered, start; end | over HTTP")
+    assert lines[2] == f"| {met} | 1,500 | 103 us | 118/265; 131/302 us | 1.62x | 1.20x |"
+    assert lines[3] == f"| {missed} | 1,700 | - | - | 1.41x missed | 1.20x |"
+    assert lines[4] == f"| {partial} | - | - | - | - | 1.20x |"
+    assert lines[5] == "| met in | | | | 1 of 2 | 3 of 3 |"
 
 
 @pytest.mark.parametrize(("content", "said"), [
@@ -42,6 +47,9 @@ def test_each_target_is_counted_over_the_runs_that_measured_it(tmp_path: Path, c
     ('{"rows": [], "targets": [{"name": 5, "ratio": 1.0, "met": true}]}', "not what `bench/run.py --json` writes"),
     ('{"rows": [], "targets": [{"name": "t", "ratio": 1.0, "met": "yes"}]}', "`met` is not true or false beside its ratio"),
     ('{"rows": [], "targets": [{"name": "t", "ratio": null, "met": true}]}', "`met` is not true or false beside its ratio"),
+    ('{"rows": [], "targets": [], "flush": {"start": {"zeros": 100}}}', "not what `bench/run.py --json` writes"),
+    ('{"rows": [], "targets": [], "flush": {"start": {"zeros": 1.5, "scattered": 2}}}', "not what `bench/run.py --json` writes"),
+    ('{"rows": [], "targets": [], "flush": [1]}', "not what `bench/run.py --json` writes"),
 ])
 def test_a_bad_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, said: str) -> None:
     path = tmp_path / "run.json"
