@@ -50,7 +50,7 @@ def test_quick_bench_prints_the_table(tmp_path: Path) -> None:
     # The disk's flush floors, at the start and the end, in the JSON and in the header's words
     assert list(data["flush"]) == ["start", "end"], data["flush"]
     for when, floors in data["flush"].items():
-        assert list(floors) == ["zeros", "scattered"] and all(isinstance(us, int) and us > 0 for us in floors.values()), floors
+        assert list(floors) == ["zeros", "scattered"] and all(isinstance(us, int) and us >= 0 for us in floors.values()), floors  # 0 on a tmpfs
         assert f"{floors['zeros']} / {floors['scattered']} us at the {when}" in data["machine"]
     assert "a commit's fdatasync over zeros / scattered: " in text.splitlines()[0]
     assert out_md.read_text().count("| measurement |") >= 3
