@@ -5,11 +5,12 @@ between runs (docs/performance.md, "The targets").
     python bench/run.py --json r1.json        # ... as many times as wanted, then
     python -m bench.runs r1.json r2.json r3.json
 
-Each file is what `bench/run.py --json` wrote, a full or a partial (`--only`) run; a target a
-run did not measure shows as "-" and is not counted. Beside the targets each run shows huey's
-rate and the HTTP row's server CPU a request, the two figures the HTTP target's ratio moves with,
-and a commit's fdatasync over zeros / scattered pages at the run's start and end (bench/run.py
-measures them; "-" in a file written before it did), which the durable rows move with.
+Each file is what `bench/run.py --json` wrote, a full or a partial (`--only`) run; a target a run
+did not measure shows as "-" and is not counted (a target no run measured is not shown). Beside
+the targets each run shows huey's rate and the HTTP row's server CPU a request, the two figures
+the HTTP target's ratio moves with, and a commit's fdatasync over zeros / scattered pages at the
+run's start and end (bench/run.py measures them; "-" in a file written before it did), which the
+durable rows move with.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def _number(value: Any) -> float:
 
 def table(runs: list[Run]) -> str:
     """The runs as a Markdown table, a line per run, then a line of counts: met in N of M."""
-    names = list(dict.fromkeys(name for run in runs for name in run.targets))
+    # A target no run measured is left out: a partial run names its claim target "at 0 queued"
+    names = list(dict.fromkeys(name for run in runs for name, (ratio, _) in run.targets.items() if ratio is not None))
     out = ["| run | huey jobs/s | HTTP server CPU a request | fdatasync zeros/scattered, start; end | " + " | ".join(names) + " |",
            "|---|---:|---:|---:|" + "---:|" * len(names)]
     for run in runs:

@@ -39,6 +39,18 @@ def test_each_target_is_counted_over_the_runs_that_measured_it(tmp_path: Path, c
     assert lines[5] == "| met in | | | | 1 of 2 | 3 of 3 |"
 
 
+def test_a_target_no_run_measured_is_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    partial = tmp_path / "p.json"  # as `--only "over HTTP"` writes it: the claim target named at depth 0
+    targets = [Target("over HTTP, 16 workers vs huey durable in process", 1.6, 1.5, 2), Target("claim latency at 0 queued / at 0", None, 1.5, None)]
+    partial.write_text(json.dumps(render_json("head", [], targets, {})))
+    full = _write(tmp_path / "f.json", 1.4, [1000.0])
+    assert runs.main([full, str(partial)]) == 0
+    head, _, *lines, counts = capsys.readouterr().out.splitlines()
+    assert "at 0 queued" not in head and head.endswith("| over HTTP, 16 workers vs huey durable in process | claim latency at 1,000,000 queued / at 1,000 |")
+    assert lines == [f"| {full} | 1,000 | - | - | 1.40x missed | 1.20x |", f"| {partial} | - | - | - | 1.60x | - |"]
+    assert counts == "| met in | | | | 1 of 2 | 1 of 1 |"
+
+
 @pytest.mark.parametrize(("content", "said"), [
     (None, "No such file or directory"),
     ("{", "not JSON"),
