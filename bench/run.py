@@ -473,6 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
     p.add_argument("--json", metavar="FILE", help="also write every sample as JSON")
     args = p.parse_args(argv)
+    if args.dir is not None and not os.path.isdir(args.dir):  # a line and exit 2, not a traceback mid-run
+        p.error(f"--dir {args.dir}: no such directory")
     sizes = QUICK if args.quick else FULL
     if args.reps:
         sizes = Sizes(**{**asdict(sizes), "reps": args.reps})

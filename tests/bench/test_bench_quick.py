@@ -56,6 +56,17 @@ def test_quick_bench_prints_the_table(tmp_path: Path) -> None:
     assert out_md.read_text().count("| measurement |") >= 3
 
 
+def test_a_missing_dir_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--dir", str(missing)],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert r.returncode == 2 and r.stdout == "", (r.stdout, r.stderr)
+    assert f"--dir {missing}: no such directory" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not missing.exists()
+
+
 def test_quick_bench_measures_http_with_the_servers_cpu(tmp_path: Path) -> None:
     r = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--dir", str(tmp_path), "--only", "HTTP, 4 workers"],
