@@ -70,9 +70,10 @@ def probe(where: str, mode: str, commits: int, pages: int, span: int = 0) -> tup
         os.unlink(path)
 
 
-def floors(where: str, commits: int = 200, pages: int = 12) -> dict[str, int]:
+def floors(where: str | None, commits: int = 200, pages: int = 12) -> dict[str, int]:
     """Microseconds of a commit's `fdatasync` over zeros and scattered, the two ways LMDB's commits
-    flush (bench/run.py prints them at a run's start and end: a slow stretch of the disk shows)."""
+    flush (bench/run.py prints them at a run's start and end: a slow stretch of the disk shows).
+    `where`: the directory the scratch file goes in (None: the system temp dir)."""
     with tempfile.TemporaryDirectory(prefix="stdbmod-flush-", dir=where) as d:
         return {mode: round(probe(d, mode, commits, pages)[0] * 1e6) for mode in ("zeros", "scattered")}
 

@@ -487,9 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     load0 = _loadavg()
     # The disk's speed moves between runs, and the durable rows with it (docs/performance.md)
-    flush = {"start": flush_probe.floors(args.dir or tempfile.gettempdir())}
+    flush = {"start": flush_probe.floors(args.dir)}
     rows, targets = run(sizes, args.dir, args.only, log)
-    flush["end"] = flush_probe.floors(args.dir or tempfile.gettempdir())
+    flush["end"] = flush_probe.floors(args.dir)
     head = (f"stdbmod bench ({'quick' if args.quick else 'full'}) on {machine()}; {time.perf_counter() - t0:.0f}s; "
             f"load average {load0} at the start, {_loadavg()} at the end; {flush_text(flush)}")
     print(head)
