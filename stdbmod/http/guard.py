@@ -114,8 +114,7 @@ class GuardedProtocol(HttpToolsProtocol):
             self.logger.warning("%d connections open (--max-connections): %s", len(self.connections) - 1, done)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_waiting()
-        self._cancel_head_timer()
+        self._end_head_wait()
         if self._body_timer is not None:
             self._body_timer.cancel()
             self._body_timer = None
@@ -124,8 +123,7 @@ class GuardedProtocol(HttpToolsProtocol):
     def _make_room(self) -> bool:
         """Close the connection that has waited longest without a request in progress."""
         for oldest in self._waiting:
-            oldest._stop_waiting()
-            oldest._cancel_head_timer()
+            oldest._end_head_wait()
             oldest.transport.close()
             return True
         return False
@@ -163,7 +161,10 @@ class GuardedProtocol(HttpToolsProtocol):
     def _stop_waiting(self) -> None:
         self._waiting.pop(self, None)
 
-    def _cancel_head_timer(self) -> None:
+    def _end_head_wait(self) -> None:
+        """No head is awaited any more: the connection leaves the cap's idle set and its timer is
+        cancelled."""
+        self._stop_waiting()
         self._awaiting = False
         if self._head_timer is not None:
             self._head_timer.cancel()
@@ -318,8 +319,7 @@ class GuardedProtocol(HttpToolsProtocol):
         """Answer `status` with a JSON message, then close (see the module's docstring)."""
         self._refused = True
         self._in_head = False
-        self._stop_waiting()
-        self._cancel_head_timer()
+        self._end_head_wait()
         if self.transport.is_closing():
             return
         self._out.flush()  # what a response had written goes first

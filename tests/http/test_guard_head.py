@@ -40,7 +40,7 @@ def _guarded() -> type[GuardedProtocol]:
 
         def on_headers_complete(self) -> None:
             self._in_head = False
-            self._cancel_head_timer()
+            self._end_head_wait()
             self.seen.append((dict(self.scope), list(self.headers), self.url, self.expect_100_continue))
 
         def on_message_complete(self) -> None:
