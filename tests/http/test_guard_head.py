@@ -39,8 +39,7 @@ def _guarded() -> type[GuardedProtocol]:
         seen: list[Seen]
 
         def on_headers_complete(self) -> None:
-            self._in_head = False
-            self._end_head_wait()
+            self._head_arrived()  # the guard's own bookkeeping, as its on_headers_complete does
             self.seen.append((dict(self.scope), list(self.headers), self.url, self.expect_100_continue))
 
         def on_message_complete(self) -> None:
